@@ -1,0 +1,1 @@
+"""Benchmark suite for taso-py: the evaluation models and their drivers."""

@@ -1,0 +1,71 @@
+"""Write benchmark models as NAME.onnx and print a summary table.
+
+Usage: ``python -m benchmarks.models [--size small|full] [--out DIR] [--seed N] [NAME ...]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import onnx
+
+from . import SIZES, build, count_params, names
+
+# Summary table columns: (title, alignment and width).
+COLUMNS = (("name", "<13"), ("ops", ">5"), ("params", ">12"), ("MB", ">7"), ("input", "<15"), ("output", "<10"))
+
+
+def write_atomic(model: onnx.ModelProto, path: Path) -> int:
+    """Write via a temp file in the same directory + os.replace; return the size in bytes."""
+    data = model.SerializeToString()
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; model files are meant to be shared
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return len(data)
+
+
+def _shape(value: onnx.ValueInfoProto) -> str:
+    return "x".join(str(d.dim_value) for d in value.type.tensor_type.shape.dim)
+
+
+def _table_row(cells: Sequence[str]) -> str:
+    return "  ".join(f"{cell:{spec}}" for cell, (_, spec) in zip(cells, COLUMNS, strict=True)).rstrip()
+
+
+def _summary(name: str, model: onnx.ModelProto, nbytes: int) -> str:
+    g = model.graph
+    params = f"{count_params(model):,}"
+    return _table_row(
+        [name, str(len(g.node)), params, f"{nbytes / 2**20:.1f}", _shape(g.input[0]), _shape(g.output[0])]
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.models", description=__doc__)
+    parser.add_argument("--size", choices=SIZES, default="full")
+    parser.add_argument("--out", type=Path, default=Path("out/models"), help="output directory")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("names", nargs="*", metavar="NAME", help=f"default: all of {', '.join(names())}")
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.names) - set(names()))
+    if unknown:
+        parser.error(f"unknown model(s) {', '.join(unknown)}; valid names: {', '.join(names())}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    print(_table_row([title for title, _ in COLUMNS]))
+    for name in args.names or names():
+        model = build(name, args.size, args.seed)
+        print(_summary(name, model, write_atomic(model, args.out / f"{name}.onnx")), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""What every `taso` command shares: error reporting, logging, JSON output, common options."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from taso_py.errors import InputError, TasoError
+from taso_py.onnx_io import OnnxModel, load_model, parse_input_shapes
+
+
+class TasoGroup(click.Group):
+    """Turns every failure into one line on stderr and the CLI contract's exit code:
+    0 success, 1 a "no" answer, 2 bad input or usage; never a traceback (TASO_DEBUG=1 shows it)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except TasoError as e:
+            fail(str(e), e.exit_code)
+        except KeyboardInterrupt:
+            fail("interrupted", 130)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except Exception as e:  # a bug in taso-py: still one line, the traceback on request
+            if os.environ.get("TASO_DEBUG"):
+                raise
+            fail(f"internal error: {type(e).__name__}: {e} (set TASO_DEBUG=1 for the traceback)", 3)
+
+
+def fail(message: str, code: int) -> None:
+    click.echo(f"taso: error: {message.splitlines()[0] if message else 'failed'}", err=True)
+    sys.exit(code)
+
+
+def setup_logging(verbose: int) -> None:
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="taso: %(levelname)s: %(message)s", stream=sys.stderr, force=True)
+
+
+def emit_json(document: dict) -> None:
+    """The one machine-readable document a --json command prints on stdout."""
+    click.echo(json.dumps(document, indent=2, default=str))
+
+
+def input_shape_option(f: Callable) -> Callable:
+    return click.option(
+        "--input-shape", "input_shapes", multiple=True, metavar="NAME=D1,D2,...",
+        help="Static shape for an input with dynamic dimensions (repeatable), e.g. input=1,3,224,224.",
+    )(f)
+
+
+def json_option(f: Callable) -> Callable:
+    return click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")(f)
+
+
+def model_argument(f: Callable) -> Callable:
+    return click.argument("model", type=click.Path(dir_okay=False, path_type=Path))(f)
+
+
+def load(model: Path, input_shapes: tuple[str, ...]) -> OnnxModel:
+    return load_model(model, parse_input_shapes(input_shapes))
+
+
+def output_path(model: Path, out: Path | None, suffix: str) -> Path:
+    """The output file: `out`, or MODEL with `suffix`; never the input itself."""
+    target = out if out is not None else model.with_name(model.stem + suffix)
+    if target.resolve() == model.resolve():
+        raise InputError(f"refusing to overwrite the input model {model}; choose another -o")
+    return target

@@ -1,0 +1,31 @@
+"""Error types. Every user-facing failure is a `TasoError` whose message is one line.
+
+The CLI turns a `TasoError` into that line on stderr and its `exit_code`; anything else
+is a bug in taso-py and is reported as an internal error.
+"""
+
+
+class TasoError(Exception):
+    """Base class of the errors the CLI reports as one line."""
+
+    exit_code = 2
+
+
+class InputError(TasoError):
+    """Bad input: a missing or malformed file, an unsupported model, a wrong argument."""
+
+
+class ShapeError(InputError):
+    """An operator's inputs do not fit its shape rule; the message names the operator."""
+
+
+class AttrError(InputError):
+    """An operator attribute is missing, of the wrong type or out of range."""
+
+
+class GraphError(InputError):
+    """The graph IR is not well formed (cycle, dangling reference, stale type)."""
+
+
+class Unsupported(TasoError):
+    """An ONNX construct outside the algebra: the importer keeps such a node opaque."""

@@ -1,0 +1,189 @@
+"""Graph IR -> ONNX, at the model's own opset; saving is atomic and checker-clean.
+
+Tensor names from the original model are kept, graph input and output names always.
+Opaque nodes are written back byte for byte, with only their tensor names remapped.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from taso_py.errors import InputError
+from taso_py.graph import Graph, Ref
+from taso_py.onnx_io.model import OnnxModel, OnnxOrigin
+from taso_py.onnx_io.reader import first_line
+from taso_py.ops.onnx_map import ExportNode
+
+EXTERNAL_DATA_BYTES = 1 << 30  # past this, weights go to a side file (protobuf's limit is 2 GB)
+PRODUCER = "taso-py"
+
+
+class _Writer:
+    """ExportContext: collects nodes and initializers with fresh, collision-free names."""
+
+    def __init__(self, taken: set[str], opset: int) -> None:
+        self.opset = opset
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self._taken = taken
+        self._counter = 0
+        self._consts: dict[tuple, str] = {}
+
+    def fresh(self, hint: str) -> str:
+        while f"{hint}_{self._counter}" in self._taken:
+            self._counter += 1
+        name = f"{hint}_{self._counter}"
+        self._taken.add(name)
+        return name
+
+    def emit(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str] | int = 1, **attrs: Any) -> list[str]:
+        outs = [self.fresh(op_type.lower()) for _ in range(outputs)] if isinstance(outputs, int) else list(outputs)
+        self.nodes.append(helper.make_node(op_type, list(inputs), outs, **attrs))
+        return outs
+
+    def const(self, value: np.ndarray, hint: str = "const") -> str:
+        """An initializer; small equal constants are shared."""
+        value = np.asarray(value)
+        key = (value.dtype.str, value.shape, value.tobytes()) if value.size <= 64 else None
+        if key is not None and key in self._consts:
+            return self._consts[key]
+        name = self.fresh(hint)
+        self.add_initializer(value, name)
+        if key is not None:
+            self._consts[key] = name
+        return name
+
+    def add_initializer(self, value: np.ndarray, name: str) -> None:
+        self.initializers.append(numpy_helper.from_array(np.asarray(value), name))
+
+
+def _final_names(graph: Graph, live: set[int]) -> tuple[dict[Ref, str], list[tuple[str, str]]]:
+    """Tensor names to write, with outputs renamed to the graph's output names where that is
+    possible, and the (source, output) pairs that need an Identity node instead."""
+    names = {r: n.names[r.index] for n in graph.nodes.values() if n.id in live for r in n.outputs}
+    taken = set(names.values())
+    identities: list[tuple[str, str]] = []
+    renamed: set[Ref] = set()
+    for ref, out in zip(graph.outputs, graph.output_names):
+        if names[ref] == out:
+            renamed.add(ref)
+            continue
+        kind = graph.node(ref).op.name
+        if ref not in renamed and out not in taken and kind != "input":
+            taken.discard(names[ref])
+            names[ref] = out
+            taken.add(out)
+            renamed.add(ref)
+        else:
+            identities.append((names[ref], out))
+    return names, identities
+
+
+def _value_info(name: str, t: Any) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(t.dtype.numpy), list(t.shape))
+
+
+def to_onnx(model: OnnxModel | Graph) -> onnx.ModelProto:
+    """The ONNX model of a graph, at its origin's opset (or the default one for new graphs)."""
+    if isinstance(model, Graph):
+        model = OnnxModel(model)
+    graph, origin = model.graph, model.origin
+    live = graph.live_ids() | set(graph.input_ids)
+    names, identities = _final_names(graph, live)
+    w = _Writer(set(names.values()) | set(graph.output_names), model.opset)
+    inputs = []
+    for node in graph.topo_order():
+        if node.id not in live:
+            continue
+        ins = [names[r] for r in node.inputs]
+        outs = [names[r] for r in node.outputs]
+        kind = node.op.name
+        if kind == "input":
+            inputs.append(_value_info(outs[0], node.attrs.type))
+        elif kind == "weight":
+            w.add_initializer(node.attrs.value, outs[0])
+        elif kind == "opaque":
+            _write_opaque(w, node.attrs, ins, outs)
+        else:
+            node.op.onnx.export(w, ExportNode(ins, outs, node.attrs, [graph.type(r) for r in node.inputs],
+                                              node.types))
+    for source, out in identities:
+        w.emit("Identity", [source], [out])
+    outputs = [_value_info(n, graph.type(r)) if graph.type(r).is_known else helper.make_empty_tensor_value_info(n)
+               for r, n in zip(graph.outputs, graph.output_names)]
+    proto = helper.make_graph(w.nodes, graph.name, inputs, outputs, w.initializers)
+    return _model(proto, origin)
+
+
+def _write_opaque(w: _Writer, a: Any, ins: list[str], outs: list[str]) -> None:
+    """The original node with its tensor names remapped; outer-scope names its subgraphs read
+    are kept alive with an Identity where the tensor now has another name."""
+    node = a.proto()
+    explicit = iter(ins[: len(ins) - len(a.outer)])
+    node.ClearField("input")
+    node.input.extend(next(explicit) if n else "" for n in a.inputs)
+    out_iter = iter(outs)
+    renamed = [next(out_iter) if n else "" for n in node.output]
+    node.ClearField("output")
+    node.output.extend(renamed)
+    for name, current in zip(a.outer, ins[len(ins) - len(a.outer):]):
+        if name != current:
+            w.emit("Identity", [current], [name])
+    w.nodes.append(node)
+
+
+def _model(graph: onnx.GraphProto, origin: OnnxOrigin) -> onnx.ModelProto:
+    opsets = [helper.make_opsetid(d, v) for d, v in origin.opsets.items()]
+    model = helper.make_model(graph, opset_imports=opsets, producer_name=PRODUCER,
+                              functions=[onnx.FunctionProto.FromString(f) for f in origin.functions])
+    # IR 4 lets initializers stay out of the graph inputs; never go below what the opsets need.
+    model.ir_version = max(origin.ir_version, 4, helper.find_min_ir_version_for(opsets, ignore_unknown=True))
+    model.domain, model.model_version, model.doc_string = origin.domain, origin.model_version, origin.doc_string
+    helper.set_model_props(model, origin.metadata)
+    return model
+
+
+def check(model: onnx.ModelProto | str | Path) -> None:
+    """onnx's full check (strict shape inference included); an InputError on failure."""
+    try:
+        onnx.checker.check_model(model if isinstance(model, onnx.ModelProto) else str(model), full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError) as e:
+        raise InputError(f"exported model fails onnx's checker: {first_line(e)}") from None
+
+
+def save_model(model: OnnxModel | Graph | onnx.ModelProto, path: str | Path, *, validate: bool = True,
+               before_publish: Callable[[Path], None] | None = None) -> Path:
+    """Write atomically (a temp file, then rename), weights beside the model when large.
+
+    Nothing is left at `path` unless the whole model was written and, with `validate`,
+    passed onnx's full check, and `before_publish` (given the staged file) did not raise.
+    """
+    proto = model if isinstance(model, onnx.ModelProto) else to_onnx(model)
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise InputError(f"{path.parent}: no such directory")
+    large = sum(t.ByteSize() for t in proto.graph.initializer) > EXTERNAL_DATA_BYTES
+    data_name = path.name + ".data"
+    with tempfile.TemporaryDirectory(dir=path.parent, prefix=".taso-") as tmp:
+        staged = Path(tmp) / path.name
+        try:
+            onnx.save_model(proto, str(staged), save_as_external_data=large, all_tensors_to_one_file=True,
+                            location=data_name, size_threshold=1024)
+        except (OSError, ValueError) as e:
+            raise InputError(f"{path}: cannot write ({first_line(e)})") from None
+        if validate:
+            check(staged)
+        if before_publish is not None:
+            before_publish(staged)
+        if large:
+            os.replace(Path(tmp) / data_name, path.parent / data_name)
+        os.replace(staged, path)
+    return path

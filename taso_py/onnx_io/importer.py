@@ -1,0 +1,353 @@
+"""ONNX -> graph IR.
+
+Nodes are taken in dependency order (whatever order the file lists them in). A node is
+- folded, when all its inputs are constants (initializers, Constant nodes, shapes of
+  static tensors...): onnx's reference evaluator computes it, so weight subgraphs such as
+  ConstantOfShape or Shape->Gather->Concat->Reshape vanish at import;
+- passed through, for Identity and inference-time Dropout;
+- translated by the op table's ONNX mapping, when its op type is in the algebra;
+- otherwise kept opaque: byte for byte, exported back unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from taso_py import ops
+from taso_py.errors import InputError, TasoError, Unsupported
+from taso_py.graph import Graph, Ref, validate
+from taso_py.onnx_io.model import OnnxModel, OnnxOrigin
+from taso_py.onnx_io.reader import Prepared, default_opset, first_line, prepare
+from taso_py.ops.structural import OpaqueAttrs, run_onnx_node
+from taso_py.types import DType, TensorType
+
+log = logging.getLogger("taso_py.onnx_io")
+
+DEFAULT_DOMAINS = ("", "ai.onnx")
+RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+                        "Multinomial", "Bernoulli"})
+FOLD_LIMIT = 1 << 28  # bytes: larger constant results stay as graph nodes
+
+
+def load_model(source: str | Path | onnx.ModelProto,
+               input_shapes: Mapping[str, Sequence[int]] | None = None) -> OnnxModel:
+    """Import an ONNX model (a path or a proto) into the graph IR."""
+    prepared = prepare(source, input_shapes)
+    translator = _Translator(prepared)
+    graph = translator.run()
+    path = prepared.path
+    return OnnxModel(graph, _origin(prepared.skeleton), str(path) if path else None, translator.notes)
+
+
+def dtype_of(elem_type: int, what: str) -> DType:
+    try:
+        return DType.of(helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, ValueError, InputError, TypeError):
+        name = onnx.TensorProto.DataType.Name(elem_type) if elem_type in onnx.TensorProto.DataType.values() \
+            else str(elem_type)
+        raise InputError(f"{what} has element type {name}, which taso-py does not support") from None
+
+
+def type_of(value: onnx.ValueInfoProto) -> TensorType:
+    """The IR type of an ONNX value; unknown parts stay None (only opaque nodes have those)."""
+    t = value.type.tensor_type if value.type.HasField("tensor_type") else None
+    if t is None or not t.elem_type:
+        return TensorType(None, None)
+    try:
+        dtype: DType | None = dtype_of(t.elem_type, f"tensor {value.name!r}")
+    except InputError:
+        dtype = None
+    dims = [d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim]
+    shape = tuple(dims) if t.HasField("shape") and all(d >= 0 for d in dims) else None
+    return TensorType(shape, dtype)
+
+
+def outer_names(node: onnx.NodeProto) -> list[str]:
+    """Names a node's subgraphs read from the enclosing scope, in order of first use."""
+    found: dict[str, None] = {}
+
+    def visit(graph: onnx.GraphProto, bound: set[str]) -> None:
+        bound = bound | {i.name for i in graph.input} | {t.name for t in graph.initializer}
+        for n in graph.node:
+            for name in n.input:
+                if name and name not in bound:
+                    found.setdefault(name)
+            for sub in _subgraphs(n):
+                visit(sub, bound | set(n.output))
+            bound = bound | set(n.output)
+
+    for sub in _subgraphs(node):
+        visit(sub, set())
+    return list(found)
+
+
+def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    subs = []
+    for a in node.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            subs.append(a.g)
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            subs.extend(a.graphs)
+    return subs
+
+
+def _origin(model: onnx.ModelProto) -> OnnxOrigin:
+    return OnnxOrigin(
+        opsets={o.domain if o.domain != "ai.onnx" else "": o.version for o in model.opset_import},
+        ir_version=model.ir_version, producer_name=model.producer_name,
+        producer_version=model.producer_version, domain=model.domain, model_version=model.model_version,
+        doc_string=model.doc_string, metadata={p.key: p.value for p in model.metadata_props},
+        functions=tuple(f.SerializeToString() for f in model.functions),
+    )
+
+
+def _node_label(node: onnx.NodeProto) -> str:
+    return f"node {node.name!r} ({node.op_type})" if node.name else f"{node.op_type} node -> {node.output[0]!r}"
+
+
+class _Translator:
+    """One pass over the ONNX graph, building the IR."""
+
+    def __init__(self, prepared: Prepared) -> None:
+        self.prepared = prepared
+        self.model = model = prepared.skeleton
+        self.opset = default_opset(model)
+        self.opsets = tuple((o.domain, o.version) for o in model.opset_import)
+        self.graph = Graph(model.graph.name or "main")
+        self.refs: dict[str, Ref] = {}
+        self.consts: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+        self.consts.update(prepared.weights)
+        g = model.graph
+        self.types = {v.name: type_of(v) for v in [*g.value_info, *g.input, *g.output]}
+        self.used = {n for node in g.node for n in [*node.input, *outer_names(node)] if n} | {o.name for o in g.output}
+        self.importers = ops.onnx_importers()
+        self.notes: list[str] = []
+
+    def run(self) -> Graph:
+        for value in self.prepared.real_inputs():
+            t = type_of(value)
+            if t.dtype is None:
+                dtype_of(value.type.tensor_type.elem_type, f"input {value.name!r}")
+            self.refs[value.name] = self.graph.add_input(value.name, t)
+        opaque: Counter[str] = Counter()
+        for node in self._ordered_nodes():
+            try:
+                kept_opaque = self._translate(node)
+            except TasoError as e:
+                raise type(e)(f"{_node_label(node)}: {e}") from None
+            if kept_opaque:
+                opaque[node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}::{node.op_type}"] += 1
+        outputs = [o.name for o in self.model.graph.output]
+        self.graph.set_outputs([self._ref(name) for name in outputs], outputs)
+        self.graph.remove_unused()
+        if opaque:
+            log.warning("kept %d node(s) outside the algebra as opaque: %s", sum(opaque.values()),
+                        ", ".join(f"{k} x{v}" for k, v in sorted(opaque.items())))
+        return validate(self.graph)
+
+    def _ordered_nodes(self) -> list[onnx.NodeProto]:
+        """The nodes in dependency order; a clear error for cycles and dangling reads."""
+        nodes = list(self.model.graph.node)
+        producer = {out: i for i, n in enumerate(nodes) for out in n.output if out}
+        available = set(self.consts) | {i.name for i in self.prepared.real_inputs()}
+        deps = []
+        for n in nodes:
+            reads = [x for x in [*n.input, *outer_names(n)] if x]
+            for x in reads:
+                if x not in producer and x not in available:
+                    raise InputError(f"{_node_label(n)} reads {x!r}, which no node, input or initializer provides")
+            deps.append({producer[x] for x in reads if x in producer and x not in available})
+        order, state = [], [0] * len(nodes)  # 0 new, 1 on the stack, 2 done
+        for start in range(len(nodes)):
+            stack = [(start, iter(sorted(deps[start])))]
+            if state[start]:
+                continue
+            state[start] = 1
+            while stack:
+                i, it = stack[-1]
+                nxt = next(it, None)
+                if nxt is None:
+                    stack.pop()
+                    state[i] = 2
+                    order.append(nodes[i])
+                elif state[nxt] == 1:
+                    raise InputError(f"graph has a cycle through {_node_label(nodes[nxt])}")
+                elif state[nxt] == 0:
+                    state[nxt] = 1
+                    stack.append((nxt, iter(sorted(deps[nxt]))))
+        return order
+
+    def _ref(self, name: str) -> Ref:
+        """The IR tensor for an ONNX name; constants become weight nodes when first read."""
+        if name not in self.refs:
+            if name not in self.consts:
+                raise InputError(f"tensor {name!r} is not defined")
+            self.refs[name] = self.graph.add_weight(self.consts[name], name)
+        return self.refs[name]
+
+    def _type(self, name: str) -> TensorType:
+        if name in self.consts:
+            return TensorType.of(self.consts[name])
+        if name in self.refs:
+            return self.graph.type(self.refs[name])
+        return self.types.get(name, TensorType(None, None))
+
+    def _translate(self, node: onnx.NodeProto) -> bool:
+        """Translate one node; True when it had to stay opaque."""
+        default = node.domain in DEFAULT_DOMAINS
+        if default and self._fold(node):
+            return False
+        if default and self._pass_through(node):
+            return False
+        if default and node.op_type in self.importers:
+            ctx = _NodeContext(self, node)
+            try:
+                refs = self.importers[node.op_type](ctx)
+            except Unsupported as e:
+                self.notes.append(f"{_node_label(node)} kept opaque: {e}")
+            else:
+                self._bind(node, refs, ctx.created)
+                return False
+        self._add_opaque(node)
+        return True
+
+    def _fold(self, node: onnx.NodeProto) -> bool:
+        """Evaluate a node whose inputs are all known now (constants, or shapes of static tensors)."""
+        if node.op_type in RANDOM_OPS or _subgraphs(node):
+            return False
+        if node.op_type in ("Shape", "Size") and node.input[0] not in self.consts:
+            t = self._type(node.input[0])
+            if t.shape is None:
+                return False
+            shape = np.array(t.shape, np.int64)
+            if node.op_type == "Shape":
+                start, end = self._attr(node, "start", 0), self._attr(node, "end", None)
+                value = shape[start:end]
+            else:
+                value = np.array(int(np.prod(shape)), np.int64)
+            self.consts[node.output[0]] = value
+            return True
+        names = [n for n in node.input if n]
+        if not all(n in self.consts for n in names):
+            return False
+        if node.op_type not in ("Constant",) and sum(self.consts[n].nbytes for n in names) > FOLD_LIMIT:
+            return False
+        try:
+            values = run_onnx_node(node, {n: self.consts[n] for n in names}, self.opsets)
+        except Exception as e:
+            log.debug("could not fold %s: %s", _node_label(node), first_line(e))
+            return False
+        for name, value in zip([o for o in node.output if o], values):
+            self.consts[name] = np.asarray(value)
+        return True
+
+    def _pass_through(self, node: onnx.NodeProto) -> bool:
+        """Identity, and Dropout at inference time, forward their input."""
+        if node.op_type == "Dropout":
+            training = node.input[2] if len(node.input) > 2 and node.input[2] else None
+            if (training and not (training in self.consts and not self.consts[training].any())) \
+                    or (len(node.output) > 1 and node.output[1] in self.used):
+                return False
+        elif node.op_type != "Identity":
+            return False
+        self.refs[node.output[0]] = self._ref(node.input[0])
+        return True
+
+    def _bind(self, node: onnx.NodeProto, refs: Sequence[Ref], created: set[int]) -> None:
+        """Record the IR tensors of the node's outputs, naming new ones as ONNX did."""
+        for name, ref in zip(node.output, refs):
+            if not name:
+                continue
+            if ref.node in created:
+                self.graph.rename(ref, name)
+            self.refs[name] = ref
+
+    def _add_opaque(self, node: onnx.NodeProto) -> None:
+        outer = outer_names(node)
+        self.graph.reserve_names(outer)
+        inputs = [self._ref(n) for n in node.input if n] + [self._ref(n) for n in outer]
+        outs = [o for o in node.output if o]
+        attrs = OpaqueAttrs(node.op_type, node.domain, node.SerializeToString(), tuple(node.input), tuple(outer),
+                            self.opsets, tuple(self._type(o) for o in outs))
+        made = self.graph.add_node(ops.get("opaque"), inputs, attrs, attrs.types, outs)
+        for name, ref in zip(outs, made.outputs):
+            self.refs[name] = ref
+
+    @staticmethod
+    def _attr(node: onnx.NodeProto, name: str, default: Any) -> Any:
+        for a in node.attribute:
+            if a.name == name:
+                value = helper.get_attribute_value(a)
+                return value.decode() if isinstance(value, bytes) else value
+        return default
+
+
+class _NodeContext:
+    """ImportContext for one ONNX node (see taso_py.ops.onnx_map)."""
+
+    def __init__(self, tr: _Translator, node: onnx.NodeProto) -> None:
+        self.tr, self.node = tr, node
+        self.opset, self.op_type = tr.opset, node.op_type
+        self.created: set[int] = set()
+        for name in node.input:
+            if name and tr._type(name).shape is None:
+                raise Unsupported(f"input {name!r} has an unknown shape")
+
+    @property
+    def n_inputs(self) -> int:
+        return len(self.node.input)
+
+    @property
+    def n_outputs(self) -> int:
+        return len(self.node.output)
+
+    def _name(self, i: int) -> str | None:
+        return self.node.input[i] if i < len(self.node.input) and self.node.input[i] else None
+
+    def input(self, i: int) -> Ref | None:
+        name = self._name(i)
+        return self.tr._ref(name) if name else None
+
+    def type(self, i: int) -> TensorType:
+        name = self._name(i)
+        if name is None:
+            raise InputError(f"input {i} is missing")
+        return self.tr._type(name)
+
+    def const(self, i: int) -> np.ndarray | None:
+        name = self._name(i)
+        return self.tr.consts.get(name) if name else None
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        return self.tr._attr(self.node, name, default)
+
+    def output_used(self, i: int) -> bool:
+        return i < len(self.node.output) and self.node.output[i] in self.tr.used
+
+    def add(self, op: str, inputs: Sequence[Ref], **attrs: Any) -> tuple[Ref, ...]:
+        """Add an IR node; one whose inputs are all weights is computed right away."""
+        g = self.tr.graph
+        opdef = ops.get(op)
+        values = [g.weight(r) for r in inputs]
+        if opdef.algebra and all(v is not None for v in values):
+            in_types = [g.type(r) for r in inputs]
+            attrs_obj = opdef.make_attrs(**attrs)
+            opdef.infer(in_types, attrs_obj)
+            refs = tuple(g.add_weight(v) for v in opdef.evaluate(values, opdef.canonical(attrs_obj, in_types)))
+        else:
+            refs = g.add(opdef, inputs, **attrs)
+        self.created.update(r.node for r in refs)
+        return refs
+
+    def weight(self, value: np.ndarray) -> Ref:
+        ref = self.tr.graph.add_weight(value)
+        self.created.add(ref.node)
+        return ref

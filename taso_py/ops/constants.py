@@ -1,0 +1,100 @@
+"""TASO's constant tensors: they let rules turn pooling or identity into convolutions and matmuls."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import onnx.numpy_helper
+
+from taso_py.errors import AttrError
+from taso_py.ops.onnx_map import ExportContext, ExportNode, OnnxMapping
+from taso_py.ops.schema import Fusion, OpDef, int_tuple, set_attr
+from taso_py.types import DType, TensorType
+
+
+@dataclass(frozen=True)
+class KernelAttrs:
+    """A depthwise [channels, 1, kh, kw] kernel."""
+
+    channels: int
+    kernel: tuple[int, int] = (3, 3)
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        set_attr(self, "kernel", int_tuple(self.kernel, 2, "kernel", low=1))
+        if self.channels < 1:
+            raise AttrError(f"channels must be >= 1, got {self.channels}")
+        DType.of(self.dtype)
+
+
+@dataclass(frozen=True)
+class GroupedKernelAttrs(KernelAttrs):
+    """A [channels, channels // groups, kh, kw] kernel."""
+
+    groups: int = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.groups < 1 or self.channels % self.groups:
+            raise AttrError(f"channels={self.channels} must be a positive multiple of groups={self.groups}")
+
+
+@dataclass(frozen=True)
+class MatrixAttrs:
+    n: int
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise AttrError(f"n must be >= 1, got {self.n}")
+        DType.of(self.dtype)
+
+
+@dataclass(frozen=True)
+class FillAttrs:
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        set_attr(self, "shape", tuple(int(d) for d in self.shape))
+        if any(d < 0 for d in self.shape):
+            raise AttrError(f"shape must be non-negative, got {self.shape}")
+        DType.of(self.dtype)
+
+
+def _identity_kernel(a: GroupedKernelAttrs) -> np.ndarray:
+    """Convolving with it (pad = kernel // 2, same groups) returns the input."""
+    per_group = a.channels // a.groups
+    w = np.zeros((a.channels, per_group, *a.kernel), a.dtype)
+    for c in range(a.channels):
+        w[c, c % per_group, a.kernel[0] // 2, a.kernel[1] // 2] = 1
+    return w
+
+
+def _averaging_kernel(a: KernelAttrs) -> np.ndarray:
+    """A depthwise kernel (groups = channels) that averages each window, as avgpool with pads counted."""
+    return np.full((a.channels, 1, *a.kernel), 1.0 / (a.kernel[0] * a.kernel[1]), a.dtype)
+
+
+def constant(name: str, attrs: type, make: Callable[[object], np.ndarray], doc: str) -> OpDef:
+    """A zero-input operator whose value depends only on its attributes."""
+
+    def shape(_in: Sequence[TensorType], a: object) -> tuple[TensorType, ...]:
+        value = make(a)
+        return (TensorType(value.shape, DType.of(value.dtype)),)
+
+    def export(ctx: ExportContext, node: ExportNode) -> None:
+        ctx.emit("Constant", [], node.outputs, value=onnx.numpy_helper.from_array(make(node.attrs)))
+
+    return OpDef(name, (), shape=shape, ref=lambda _xs, a: (make(a),), attrs=attrs, fusion=Fusion.INJECTIVE,
+                 onnx=OnnxMapping({}, export), doc=doc)
+
+
+const_iconv = constant("const_iconv", GroupedKernelAttrs, _identity_kernel, "identity convolution kernel")
+const_pool = constant("const_pool", KernelAttrs, _averaging_kernel, "averaging depthwise kernel")
+const_imm = constant("const_imm", MatrixAttrs, lambda a: np.eye(a.n, dtype=a.dtype), "identity matrix")
+const_one = constant("const_one", FillAttrs, lambda a: np.ones(a.shape, a.dtype), "all-ones tensor")
+
+OPS = (const_iconv, const_pool, const_imm, const_one)

@@ -1,0 +1,326 @@
+"""Convolution and pooling over NCHW tensors, and TASO's kernel `enlarge`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from taso_py.errors import AttrError, ShapeError, Unsupported
+from taso_py.ops.elementwise import ACTIVATIONS
+from taso_py.ops.onnx_map import (
+    ExportContext,
+    ExportNode,
+    ImportContext,
+    OnnxMapping,
+    direct_export,
+    direct_import,
+)
+from taso_py.ops.schema import Fusion, OpDef, int_tuple, same_dtype, set_attr
+from taso_py.types import TensorType
+
+ACTS = ("none", *ACTIVATIONS)
+
+
+@dataclass(frozen=True)
+class Conv2dAttrs:
+    """Pads are (top, left, bottom, right) as in ONNX; `act` is a fused activation."""
+
+    stride: tuple[int, int] = (1, 1)
+    pad: tuple[int, int, int, int] = (0, 0, 0, 0)
+    dilation: tuple[int, int] = (1, 1)
+    groups: int = 1
+    act: str = "none"
+
+    def __post_init__(self) -> None:
+        set_attr(self, "stride", int_tuple(self.stride, 2, "stride", low=1))
+        set_attr(self, "pad", int_tuple(self.pad, 4, "pad", low=0))
+        set_attr(self, "dilation", int_tuple(self.dilation, 2, "dilation", low=1))
+        set_attr(self, "groups", int(self.groups))
+        if self.groups < 1:
+            raise AttrError(f"groups must be >= 1, got {self.groups}")
+        if self.act not in ACTS:
+            raise AttrError(f"act must be one of {', '.join(ACTS)}, got {self.act!r}")
+
+
+@dataclass(frozen=True)
+class MaxPoolAttrs:
+    kernel: tuple[int, int]
+    stride: tuple[int, int] = (1, 1)
+    pad: tuple[int, int, int, int] = (0, 0, 0, 0)
+    ceil_mode: bool = False
+
+    def __post_init__(self) -> None:
+        set_attr(self, "kernel", int_tuple(self.kernel, 2, "kernel", low=1))
+        set_attr(self, "stride", int_tuple(self.stride, 2, "stride", low=1))
+        set_attr(self, "pad", int_tuple(self.pad, 4, "pad", low=0))
+        set_attr(self, "ceil_mode", bool(self.ceil_mode))
+        if any(p >= k for p, k in zip(self.pad, self.kernel * 2)):
+            raise AttrError(f"pad {self.pad} must be smaller than kernel {self.kernel}")
+
+
+@dataclass(frozen=True)
+class AvgPoolAttrs(MaxPoolAttrs):
+    count_include_pad: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        set_attr(self, "count_include_pad", bool(self.count_include_pad))
+
+
+@dataclass(frozen=True)
+class EnlargeAttrs:
+    kernel: tuple[int, int]
+
+    def __post_init__(self) -> None:
+        set_attr(self, "kernel", int_tuple(self.kernel, 2, "kernel", low=1))
+
+
+def window_count(size: int, kernel: int, stride: int, pad0: int, pad1: int, dilation: int = 1,
+                 ceil: bool = False) -> int:
+    """Output length of a sliding window; in ceil mode no window may start in the end padding."""
+    span = (kernel - 1) * dilation + 1
+    room = size + pad0 + pad1 - span
+    if room < 0:
+        raise ShapeError(f"window of {span} does not fit in {size} padded by ({pad0}, {pad1})")
+    out = (-(-room // stride) if ceil else room // stride) + 1
+    if ceil and (out - 1) * stride >= size + pad0:
+        out -= 1
+    return out
+
+
+def _nchw(t: TensorType, what: str = "x") -> tuple[int, int, int, int]:
+    if t.rank != 4:
+        raise ShapeError(f"{what} must be NCHW (rank 4), got rank {t.rank}")
+    return t.known_shape  # type: ignore[return-value]
+
+
+def _conv_shape(in_types: Sequence[TensorType], a: Conv2dAttrs) -> tuple[TensorType, ...]:
+    same_dtype(in_types)
+    n, c, h, w = _nchw(in_types[0])
+    o, cg, kh, kw = _nchw(in_types[1], "weight")
+    if c % a.groups or o % a.groups or cg * a.groups != c:
+        raise ShapeError(f"{c} input channels, weight {[o, cg, kh, kw]} and groups={a.groups} do not fit")
+    if len(in_types) == 3 and in_types[2].known_shape != (o,):
+        raise ShapeError(f"bias must have shape [{o}], got {list(in_types[2].known_shape)}")
+    ho = window_count(h, kh, a.stride[0], a.pad[0], a.pad[2], a.dilation[0])
+    wo = window_count(w, kw, a.stride[1], a.pad[1], a.pad[3], a.dilation[1])
+    return (TensorType((n, o, ho, wo), in_types[0].dtype),)
+
+
+def _windows(x: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int],
+             dilation: tuple[int, int] = (1, 1)) -> np.ndarray:
+    """View of all kernel windows of an already padded NCHW array: [N, C, Ho, Wo, kh, kw]."""
+    span = tuple((k - 1) * d + 1 for k, d in zip(kernel, dilation))
+    view = sliding_window_view(x, span, axis=(2, 3))
+    return view[:, :, ::stride[0], ::stride[1], ::dilation[0], ::dilation[1]]
+
+
+def _conv_ref(xs: Sequence[np.ndarray], a: Conv2dAttrs) -> tuple[np.ndarray, ...]:
+    x, w = xs[0], xs[1]
+    n, _c = x.shape[:2]
+    o, cg, kh, kw = w.shape
+    g = a.groups
+    top, left, bottom, right = a.pad
+    xp = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
+    win = _windows(xp, (kh, kw), a.stride, a.dilation)
+    ho, wo = win.shape[2:4]
+    win = win.reshape(n, g, cg, ho, wo, kh, kw)
+    out = np.einsum("ngchwij,gocij->ngohw", win, w.reshape(g, o // g, cg, kh, kw), optimize=True)
+    out = out.reshape(n, o, ho, wo)
+    if len(xs) == 3:
+        out = out + xs[2].reshape(1, o, 1, 1)
+    if a.act != "none":
+        (out,) = ACTIVATIONS[a.act].evaluate([out], None)
+    return (out.astype(x.dtype, copy=False),)
+
+
+def _pool_shape(in_types: Sequence[TensorType], a: MaxPoolAttrs) -> tuple[TensorType, ...]:
+    n, c, h, w = _nchw(in_types[0])
+    ho = window_count(h, a.kernel[0], a.stride[0], a.pad[0], a.pad[2], ceil=a.ceil_mode)
+    wo = window_count(w, a.kernel[1], a.stride[1], a.pad[1], a.pad[3], ceil=a.ceil_mode)
+    return (TensorType((n, c, ho, wo), in_types[0].dtype),)
+
+
+def _pool_padding(shape: tuple[int, ...], out_hw: tuple[int, ...], a: MaxPoolAttrs) -> list[tuple[int, int]]:
+    """np.pad widths: the declared pads plus, in ceil mode, the overhang of the last window."""
+    widths = [(0, 0), (0, 0)]
+    for axis in (0, 1):
+        before, after = a.pad[axis], a.pad[axis + 2]
+        needed = (out_hw[axis] - 1) * a.stride[axis] + a.kernel[axis]
+        widths.append((before, max(after, needed - shape[2 + axis] - before)))
+    return widths
+
+
+def _maxpool_ref(xs: Sequence[np.ndarray], a: MaxPoolAttrs) -> tuple[np.ndarray, ...]:
+    x = xs[0]
+    (t,) = _pool_shape([TensorType.of(x)], a)
+    low = -np.inf if np.issubdtype(x.dtype, np.floating) else np.iinfo(x.dtype).min
+    xp = np.pad(x, _pool_padding(x.shape, t.known_shape[2:], a), constant_values=low)
+    win = _windows(xp, a.kernel, a.stride)[:, :, : t.known_shape[2], : t.known_shape[3]]
+    return (win.max(axis=(4, 5)).astype(x.dtype),)
+
+
+def _avgpool_ref(xs: Sequence[np.ndarray], a: AvgPoolAttrs) -> tuple[np.ndarray, ...]:
+    x = xs[0]
+    (t,) = _pool_shape([TensorType.of(x)], a)
+    ho, wo = t.known_shape[2:]
+    widths = _pool_padding(x.shape, (ho, wo), a)
+    # Count the cells each window averages: the input, plus the declared pads if included.
+    counted = np.ones((1, 1, *x.shape[2:]), np.float64)
+    if a.count_include_pad:
+        counted = np.pad(counted, [(0, 0), (0, 0), (a.pad[0], a.pad[2]), (a.pad[1], a.pad[3])], constant_values=1)
+        extra = [(0, 0), (0, 0)] + [(w[0] - a.pad[i], w[1] - a.pad[i + 2]) for i, w in enumerate(widths[2:])]
+        counted = np.pad(counted, extra)
+    else:
+        counted = np.pad(counted, widths)
+    sums = _windows(np.pad(x.astype(np.float64), widths), a.kernel, a.stride)[:, :, :ho, :wo].sum(axis=(4, 5))
+    counts = _windows(counted, a.kernel, a.stride)[:, :, :ho, :wo].sum(axis=(4, 5))
+    return ((sums / counts).astype(x.dtype),)
+
+
+def _global_pool_shape(in_types: Sequence[TensorType], _a: object) -> tuple[TensorType, ...]:
+    t = in_types[0]
+    if t.rank < 3:
+        raise ShapeError(f"needs rank >= 3 (N, C, spatial...), got rank {t.rank}")
+    return (TensorType(t.known_shape[:2] + (1,) * (t.rank - 2), t.dtype),)
+
+
+def _global_pool_ref(xs: Sequence[np.ndarray], _a: object) -> tuple[np.ndarray, ...]:
+    x = xs[0]
+    axes = tuple(range(2, x.ndim))
+    return (x.astype(np.float64).mean(axis=axes, keepdims=True).astype(x.dtype),)
+
+
+def _enlarge_shape(in_types: Sequence[TensorType], a: EnlargeAttrs) -> tuple[TensorType, ...]:
+    o, i, kh, kw = _nchw(in_types[0], "kernel")
+    for have, want in zip((kh, kw), a.kernel):
+        if want < have or (want - have) % 2:
+            raise ShapeError(f"cannot center a {kh}x{kw} kernel in {a.kernel[0]}x{a.kernel[1]}")
+    return (TensorType((o, i, *a.kernel), in_types[0].dtype),)
+
+
+def _enlarge_pads(shape: tuple[int, ...], a: EnlargeAttrs) -> tuple[int, int]:
+    return (a.kernel[0] - shape[2]) // 2, (a.kernel[1] - shape[3]) // 2
+
+
+def _enlarge_ref(xs: Sequence[np.ndarray], a: EnlargeAttrs) -> tuple[np.ndarray, ...]:
+    ph, pw = _enlarge_pads(xs[0].shape, a)
+    return (np.pad(xs[0], ((0, 0), (0, 0), (ph, ph), (pw, pw))),)
+
+
+def _export_enlarge(ctx: ExportContext, node: ExportNode) -> None:
+    ph, pw = _enlarge_pads(node.in_types[0].known_shape, node.attrs)
+    pads = [0, 0, ph, pw, 0, 0, ph, pw]
+    if ctx.opset < 11:
+        ctx.emit("Pad", node.inputs, node.outputs, pads=pads)
+    else:
+        ctx.emit("Pad", [node.inputs[0], ctx.const(np.array(pads, np.int64), "pads")], node.outputs)
+
+
+# ---- ONNX translation -----------------------------------------------------------------
+
+def spatial_pads(ctx: ImportContext, kernel: tuple[int, int], stride: tuple[int, int],
+                 dilation: tuple[int, int]) -> tuple[int, int, int, int]:
+    """Explicit (top, left, bottom, right) pads from ONNX's `pads` or `auto_pad`."""
+    auto = ctx.attr("auto_pad", "NOTSET")
+    if auto in ("NOTSET", ""):
+        return int_tuple(ctx.attr("pads", (0, 0, 0, 0)), 4, "pads")
+    if auto == "VALID":
+        return (0, 0, 0, 0)
+    if auto not in ("SAME_UPPER", "SAME_LOWER"):
+        raise Unsupported(f"auto_pad={auto}")
+    begins, ends = [], []
+    for size, k, s, d in zip(ctx.type(0).known_shape[2:], kernel, stride, dilation):
+        total = max((-(-size // s) - 1) * s + (k - 1) * d + 1 - size, 0)
+        small, large = total // 2, total - total // 2
+        begins.append(small if auto == "SAME_UPPER" else large)
+        ends.append(large if auto == "SAME_UPPER" else small)
+    return (begins[0], begins[1], ends[0], ends[1])
+
+
+def _require_2d(ctx: ImportContext) -> None:
+    if ctx.type(0).rank != 4:
+        raise Unsupported(f"{ctx.op_type} over rank {ctx.type(0).rank} (only 2-D NCHW is in the algebra)")
+
+
+def _import_conv(ctx: ImportContext) -> tuple:
+    _require_2d(ctx)
+    kernel = tuple(ctx.type(1).known_shape[2:])
+    stride = int_tuple(ctx.attr("strides", 1), 2, "strides")
+    dilation = int_tuple(ctx.attr("dilations", 1), 2, "dilations")
+    pad = spatial_pads(ctx, kernel, stride, dilation)  # type: ignore[arg-type]
+    inputs = [ctx.input(i) for i in range(ctx.n_inputs) if ctx.input(i) is not None]
+    return ctx.add("conv2d", inputs, stride=stride, pad=pad, dilation=dilation, groups=ctx.attr("group", 1))
+
+
+def _export_conv(ctx: ExportContext, node: ExportNode) -> None:
+    a: Conv2dAttrs = node.attrs
+    attrs = dict(kernel_shape=list(node.in_types[1].known_shape[2:]), strides=list(a.stride),
+                 pads=list(a.pad), dilations=list(a.dilation), group=a.groups)
+    if a.act == "none":
+        ctx.emit("Conv", node.inputs, node.outputs, **attrs)
+        return
+    (y,) = ctx.emit("Conv", node.inputs, **attrs)
+    ACTIVATIONS[a.act].onnx.export(ctx, ExportNode([y], node.outputs, None, node.out_types, node.out_types))
+
+
+def _pool_import(op: str) -> object:
+    def translate(ctx: ImportContext) -> tuple:
+        _require_2d(ctx)
+        if ctx.output_used(1):
+            raise Unsupported(f"{ctx.op_type} with an Indices output")
+        if int_tuple(ctx.attr("dilations", 1), 2, "dilations") != (1, 1):
+            raise Unsupported(f"{ctx.op_type} with dilations")
+        kernel = int_tuple(ctx.attr("kernel_shape"), 2, "kernel_shape")
+        stride = int_tuple(ctx.attr("strides", 1), 2, "strides")
+        extra = {"count_include_pad": ctx.attr("count_include_pad", 0)} if op == "avgpool2d" else {}
+        return ctx.add(op, [ctx.input(0)], kernel=kernel, stride=stride, ceil_mode=ctx.attr("ceil_mode", 0),
+                       pad=spatial_pads(ctx, kernel, stride, (1, 1)), **extra)
+
+    return translate
+
+
+def _pool_export(op_type: str) -> object:
+    def attrs(a: MaxPoolAttrs) -> dict:
+        out = dict(kernel_shape=list(a.kernel), strides=list(a.stride), pads=list(a.pad))
+        if a.ceil_mode:
+            out["ceil_mode"] = 1
+        if isinstance(a, AvgPoolAttrs):
+            out["count_include_pad"] = int(a.count_include_pad)
+        return out
+
+    return direct_export(op_type, attrs)
+
+
+conv2d = OpDef(
+    "conv2d", ("x", "w", "b"), optional=1, shape=_conv_shape, ref=_conv_ref, attrs=Conv2dAttrs,
+    fusion=Fusion.COMPLEX_OUT_FUSABLE, onnx=OnnxMapping({"Conv": _import_conv}, _export_conv),
+    doc="2-D convolution, NCHW x and OIHW weight, optional bias, groups, fused activation",
+)
+maxpool2d = OpDef(
+    "maxpool2d", ("x",), shape=_pool_shape, ref=_maxpool_ref, attrs=MaxPoolAttrs,
+    fusion=Fusion.COMPLEX_OUT_FUSABLE,
+    onnx=OnnxMapping({"MaxPool": _pool_import("maxpool2d")}, _pool_export("MaxPool")),
+    doc="2-D max pooling",
+)
+avgpool2d = OpDef(
+    "avgpool2d", ("x",), shape=_pool_shape, ref=_avgpool_ref, attrs=AvgPoolAttrs,
+    fusion=Fusion.COMPLEX_OUT_FUSABLE,
+    onnx=OnnxMapping({"AveragePool": _pool_import("avgpool2d")}, _pool_export("AveragePool")),
+    doc="2-D average pooling; count_include_pad says whether pads count in the divisor",
+)
+global_avgpool = OpDef(
+    "global_avgpool", ("x",), shape=_global_pool_shape, ref=_global_pool_ref, fusion=Fusion.REDUCTION,
+    onnx=OnnxMapping({"GlobalAveragePool": direct_import("global_avgpool")}, direct_export("GlobalAveragePool")),
+    doc="mean over all spatial positions, keeping them as size-1 dims",
+)
+enlarge = OpDef(
+    "enlarge", ("w",), shape=_enlarge_shape, ref=_enlarge_ref, attrs=EnlargeAttrs, fusion=Fusion.INJECTIVE,
+    onnx=OnnxMapping({}, _export_enlarge),
+    doc="zero-pad a conv kernel, centered, to a larger kernel size (TASO's enlarge)",
+)
+
+OPS = (conv2d, maxpool2d, avgpool2d, global_avgpool, enlarge)

@@ -1,0 +1,310 @@
+"""Operators that move data without arithmetic: concat, split, transpose, reshape, flatten, pad."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from taso_py.errors import AttrError, ShapeError, Unsupported
+from taso_py.ops.onnx_map import (
+    ExportContext,
+    ExportNode,
+    ImportContext,
+    OnnxMapping,
+    direct_export,
+    direct_import,
+)
+from taso_py.ops.schema import Fusion, OpDef, norm_axis, same_dtype, set_attr
+from taso_py.types import TensorType
+
+
+@dataclass(frozen=True)
+class AxisAttrs:
+    axis: int
+
+
+@dataclass(frozen=True)
+class SplitAttrs:
+    axis: int
+    sizes: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        set_attr(self, "sizes", tuple(int(s) for s in self.sizes))
+        if not self.sizes or any(s < 0 for s in self.sizes):
+            raise AttrError(f"sizes must be non-negative and not empty, got {self.sizes}")
+
+
+@dataclass(frozen=True)
+class PermAttrs:
+    perm: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        set_attr(self, "perm", tuple(int(p) for p in self.perm))
+
+
+@dataclass(frozen=True)
+class ShapeAttrs:
+    shape: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        set_attr(self, "shape", tuple(int(d) for d in self.shape))
+        if any(d < 0 for d in self.shape):
+            raise AttrError(f"target shape must be explicit (no -1 or 0 placeholders), got {self.shape}")
+
+
+@dataclass(frozen=True)
+class FlattenAttrs:
+    axis: int = 1
+
+
+@dataclass(frozen=True)
+class PadAttrs:
+    """`pads` as in ONNX: all begins, then all ends (negative ones crop); constant mode only."""
+
+    pads: tuple[int, ...]
+    value: float = 0.0
+
+    def __post_init__(self) -> None:
+        set_attr(self, "pads", tuple(int(p) for p in self.pads))
+        set_attr(self, "value", float(self.value))
+
+
+def _positive_axis(a: AxisAttrs | SplitAttrs | FlattenAttrs, in_types: Sequence[TensorType]) -> object:
+    rank = in_types[0].rank
+    return replace(a, axis=a.axis % (rank + 1) if isinstance(a, FlattenAttrs) else norm_axis(a.axis, rank))
+
+
+def _axis(a: AxisAttrs | FlattenAttrs) -> dict[str, int]:
+    return {"axis": a.axis}
+
+
+# ---- concat / split ---------------------------------------------------------------------
+
+def _concat_shape(in_types: Sequence[TensorType], a: AxisAttrs) -> tuple[TensorType, ...]:
+    same_dtype(in_types)
+    first = in_types[0].known_shape
+    axis = norm_axis(a.axis, len(first))
+    for t in in_types[1:]:
+        s = t.known_shape
+        if len(s) != len(first) or any(x != y for i, (x, y) in enumerate(zip(s, first)) if i != axis):
+            raise ShapeError(f"shapes {list(first)} and {list(s)} differ outside axis {axis}")
+    total = sum(t.known_shape[axis] for t in in_types)
+    return (TensorType((*first[:axis], total, *first[axis + 1:]), in_types[0].dtype),)
+
+
+def _split_shape(in_types: Sequence[TensorType], a: SplitAttrs) -> tuple[TensorType, ...]:
+    s = in_types[0].known_shape
+    axis = norm_axis(a.axis, len(s))
+    if sum(a.sizes) != s[axis]:
+        raise ShapeError(f"sizes {list(a.sizes)} do not add up to dimension {axis} of {list(s)}")
+    return tuple(TensorType((*s[:axis], n, *s[axis + 1:]), in_types[0].dtype) for n in a.sizes)
+
+
+def _split_ref(xs: Sequence[np.ndarray], a: SplitAttrs) -> tuple[np.ndarray, ...]:
+    return tuple(np.split(xs[0], np.cumsum(a.sizes)[:-1], axis=a.axis))
+
+
+def _import_split(ctx: ImportContext) -> tuple:
+    axis = ctx.attr("axis", 0)
+    dim = ctx.type(0).known_shape[norm_axis(axis, ctx.type(0).rank)]
+    sizes = ctx.attr("split") if ctx.opset < 13 else (ctx.const(1) if ctx.n_inputs > 1 and ctx.input(1) else None)
+    if sizes is None and ctx.n_inputs > 1 and ctx.input(1) is not None:
+        raise Unsupported("Split with sizes computed at run time")
+    if sizes is None:  # equal parts; from opset 18 the last one may be smaller
+        parts = ctx.attr("num_outputs") or ctx.n_outputs
+        chunk = -(-dim // parts)
+        sizes = [min(chunk, dim - i * chunk) for i in range(parts)]
+    return ctx.add("split", [ctx.input(0)], axis=axis, sizes=tuple(int(s) for s in sizes))
+
+
+def _export_split(ctx: ExportContext, node: ExportNode) -> None:
+    a: SplitAttrs = node.attrs
+    if ctx.opset < 13:
+        ctx.emit("Split", node.inputs, node.outputs, axis=a.axis, split=list(a.sizes))
+    else:
+        sizes = ctx.const(np.array(a.sizes, np.int64), "split")
+        ctx.emit("Split", [node.inputs[0], sizes], node.outputs, axis=a.axis)
+
+
+# ---- transpose / reshape / flatten -------------------------------------------------------
+
+def _transpose_shape(in_types: Sequence[TensorType], a: PermAttrs) -> tuple[TensorType, ...]:
+    s = in_types[0].known_shape
+    if sorted(a.perm) != list(range(len(s))):
+        raise ShapeError(f"perm {list(a.perm)} is not a permutation of the {len(s)} axes")
+    return (TensorType(tuple(s[p] for p in a.perm), in_types[0].dtype),)
+
+
+def _import_transpose(ctx: ImportContext) -> tuple:
+    perm = ctx.attr("perm") or tuple(reversed(range(ctx.type(0).rank)))
+    return ctx.add("transpose", [ctx.input(0)], perm=tuple(perm))
+
+
+def _reshape_shape(in_types: Sequence[TensorType], a: ShapeAttrs) -> tuple[TensorType, ...]:
+    if int(np.prod(a.shape, dtype=np.int64)) != in_types[0].size:
+        raise ShapeError(f"cannot reshape {list(in_types[0].known_shape)} to {list(a.shape)}")
+    return (TensorType(a.shape, in_types[0].dtype),)
+
+
+def resolve_reshape(source: tuple[int, ...], target: Sequence[int], allowzero: bool = False) -> tuple[int, ...]:
+    """ONNX Reshape's target with 0 (copy the input dim) and -1 (infer) resolved."""
+    dims = [source[i] if d == 0 and not allowzero else int(d) for i, d in enumerate(target)]
+    if dims.count(-1) > 1:
+        raise ShapeError(f"reshape target {list(target)} has more than one -1")
+    if -1 in dims:
+        known = int(np.prod([d for d in dims if d != -1], dtype=np.int64))
+        total = int(np.prod(source, dtype=np.int64))
+        if known == 0 or total % known:
+            raise ShapeError(f"cannot reshape {list(source)} to {list(target)}")
+        dims[dims.index(-1)] = total // known
+    return tuple(dims)
+
+
+def _import_reshape(ctx: ImportContext) -> tuple:
+    target = ctx.const(1)
+    if target is None:
+        raise Unsupported("Reshape to a shape computed at run time")
+    shape = resolve_reshape(ctx.type(0).known_shape, target.tolist(), bool(ctx.attr("allowzero", 0)))
+    return ctx.add("reshape", [ctx.input(0)], shape=shape)
+
+
+def _axes_arg(ctx: ImportContext) -> list[int] | None:
+    """Squeeze/Unsqueeze axes: an attribute before opset 13, an input from 13 on."""
+    if ctx.opset < 13:
+        return ctx.attr("axes")
+    if ctx.n_inputs < 2 or ctx.input(1) is None:
+        return None
+    axes = ctx.const(1)
+    if axes is None:
+        raise Unsupported(f"{ctx.op_type} with axes computed at run time")
+    return axes.tolist()
+
+
+def _import_squeeze(ctx: ImportContext) -> tuple:
+    shape = ctx.type(0).known_shape
+    axes = _axes_arg(ctx)
+    drop = {norm_axis(a, len(shape)) for a in axes} if axes is not None else {i for i, d in enumerate(shape) if d == 1}
+    if any(shape[a] != 1 for a in drop):
+        raise ShapeError(f"Squeeze of axes {sorted(drop)} that are not 1 in {list(shape)}")
+    return ctx.add("reshape", [ctx.input(0)], shape=tuple(d for i, d in enumerate(shape) if i not in drop))
+
+
+def _import_unsqueeze(ctx: ImportContext) -> tuple:
+    shape = list(ctx.type(0).known_shape)
+    axes = _axes_arg(ctx)
+    if axes is None:
+        raise ShapeError("Unsqueeze needs axes")
+    rank = len(shape) + len(axes)
+    for a in sorted(norm_axis(a, rank) for a in axes):
+        shape.insert(a, 1)
+    return ctx.add("reshape", [ctx.input(0)], shape=tuple(shape))
+
+
+def _export_reshape(ctx: ExportContext, node: ExportNode) -> None:
+    target = ctx.const(np.array(node.attrs.shape, np.int64), "shape")
+    ctx.emit("Reshape", [node.inputs[0], target], node.outputs)
+
+
+def _flatten_shape(in_types: Sequence[TensorType], a: FlattenAttrs) -> tuple[TensorType, ...]:
+    s = in_types[0].known_shape
+    if not -len(s) <= a.axis <= len(s):
+        raise ShapeError(f"axis {a.axis} out of range for rank {len(s)}")
+    axis = a.axis % (len(s) + 1)
+    outer = int(np.prod(s[:axis], dtype=np.int64))
+    return (TensorType((outer, int(np.prod(s[axis:], dtype=np.int64))), in_types[0].dtype),)
+
+
+# ---- pad ---------------------------------------------------------------------------------
+
+def _pad_shape(in_types: Sequence[TensorType], a: PadAttrs) -> tuple[TensorType, ...]:
+    s = in_types[0].known_shape
+    if len(a.pads) != 2 * len(s):
+        raise ShapeError(f"needs {2 * len(s)} pads for rank {len(s)}, got {len(a.pads)}")
+    out = tuple(d + a.pads[i] + a.pads[i + len(s)] for i, d in enumerate(s))
+    if any(d < 0 for d in out):
+        raise ShapeError(f"pads {list(a.pads)} crop more than {list(s)} holds")
+    return (TensorType(out, in_types[0].dtype),)
+
+
+def _pad_ref(xs: Sequence[np.ndarray], a: PadAttrs) -> tuple[np.ndarray, ...]:
+    x, r = xs[0], xs[0].ndim
+    crop = tuple(slice(max(-a.pads[i], 0), x.shape[i] - max(-a.pads[i + r], 0)) for i in range(r))
+    widths = [(max(a.pads[i], 0), max(a.pads[i + r], 0)) for i in range(r)]
+    return (np.pad(x[crop], widths, constant_values=np.asarray(a.value, x.dtype)),)
+
+
+def _import_pad(ctx: ImportContext) -> tuple:
+    mode = ctx.attr("mode", "constant")
+    if mode != "constant":
+        raise Unsupported(f"Pad mode {mode!r}")
+    rank = ctx.type(0).rank
+    if ctx.opset < 11:
+        pads, value = ctx.attr("pads") or ctx.attr("paddings"), ctx.attr("value", 0.0)
+    else:
+        pads = ctx.const(1)
+        value_in = ctx.const(2) if ctx.n_inputs > 2 and ctx.input(2) is not None else np.zeros(())
+        if pads is None or value_in is None:
+            raise Unsupported("Pad with pads or value computed at run time")
+        value = float(value_in.reshape(()))
+        pads = pads.tolist()
+        if ctx.n_inputs > 3 and ctx.input(3) is not None:  # opset 18: pads for these axes only
+            axes = ctx.const(3)
+            if axes is None:
+                raise Unsupported("Pad with axes computed at run time")
+            full = [0] * (2 * rank)
+            for k, ax in enumerate(norm_axis(int(x), rank) for x in axes.tolist()):
+                full[ax], full[ax + rank] = pads[k], pads[k + len(axes)]
+            pads = full
+    return ctx.add("pad", [ctx.input(0)], pads=tuple(pads), value=value)
+
+
+def _export_pad(ctx: ExportContext, node: ExportNode) -> None:
+    a: PadAttrs = node.attrs
+    if ctx.opset < 11:
+        ctx.emit("Pad", node.inputs, node.outputs, pads=list(a.pads), value=a.value)
+        return
+    pads = ctx.const(np.array(a.pads, np.int64), "pads")
+    value = ctx.const(np.array(a.value, node.in_types[0].dtype.numpy), "pad_value")
+    ctx.emit("Pad", [node.inputs[0], pads, value], node.outputs)
+
+
+concat = OpDef(
+    "concat", ("x",), variadic=True, shape=_concat_shape, attrs=AxisAttrs, normalize=_positive_axis,
+    ref=lambda xs, a: (np.concatenate(list(xs), axis=a.axis),), fusion=Fusion.INJECTIVE,
+    onnx=OnnxMapping({"Concat": direct_import("concat", axis="axis")}, direct_export("Concat", _axis)),
+    doc="join tensors along an axis",
+)
+split = OpDef(
+    "split", ("x",), shape=_split_shape, ref=_split_ref, attrs=SplitAttrs, normalize=_positive_axis,
+    fusion=Fusion.INJECTIVE, onnx=OnnxMapping({"Split": _import_split}, _export_split),
+    doc="cut a tensor along an axis into parts of the given sizes (one output per part)",
+)
+transpose = OpDef(
+    "transpose", ("x",), shape=_transpose_shape, ref=lambda xs, a: (np.transpose(xs[0], a.perm),),
+    attrs=PermAttrs, fusion=Fusion.INJECTIVE,
+    onnx=OnnxMapping({"Transpose": _import_transpose}, direct_export("Transpose", lambda a: {"perm": list(a.perm)})),
+    doc="permute axes: output axis i is input axis perm[i]",
+)
+reshape = OpDef(
+    "reshape", ("x",), shape=_reshape_shape, ref=lambda xs, a: (xs[0].reshape(a.shape),), attrs=ShapeAttrs,
+    fusion=Fusion.INJECTIVE,
+    onnx=OnnxMapping({"Reshape": _import_reshape, "Squeeze": _import_squeeze, "Unsqueeze": _import_unsqueeze},
+                     _export_reshape),
+    doc="same elements in row-major order, explicit target shape",
+)
+flatten = OpDef(
+    "flatten", ("x",), shape=_flatten_shape, attrs=FlattenAttrs, normalize=_positive_axis,
+    ref=lambda xs, a: (xs[0].reshape(_flatten_shape([TensorType.of(xs[0])], a)[0].known_shape),),
+    fusion=Fusion.INJECTIVE,
+    onnx=OnnxMapping({"Flatten": direct_import("flatten", axis="axis")}, direct_export("Flatten", _axis)),
+    doc="2-D view: dims before axis multiply into rows, the rest into columns",
+)
+pad = OpDef(
+    "pad", ("x",), shape=_pad_shape, ref=_pad_ref, attrs=PadAttrs, fusion=Fusion.INJECTIVE,
+    onnx=OnnxMapping({"Pad": _import_pad}, _export_pad),
+    doc="constant padding at both ends of every axis",
+)
+
+OPS = (concat, split, transpose, reshape, flatten, pad)

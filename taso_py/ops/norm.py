@@ -1,0 +1,185 @@
+"""Normalizations: batch norm (inference), softmax, layer norm."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from taso_py.errors import ShapeError, Unsupported
+from taso_py.ops.elementwise import broadcast_shapes
+from taso_py.ops.onnx_map import ExportContext, ExportNode, ImportContext, OnnxMapping, direct_export
+from taso_py.ops.schema import Fusion, OpDef, norm_axis, same_dtype, set_attr
+from taso_py.types import TensorType
+
+
+@dataclass(frozen=True)
+class EpsAttrs:
+    epsilon: float = 1e-5
+
+    def __post_init__(self) -> None:
+        set_attr(self, "epsilon", float(self.epsilon))
+
+
+@dataclass(frozen=True)
+class SoftmaxAttrs:
+    axis: int = -1
+
+
+@dataclass(frozen=True)
+class LayerNormAttrs:
+    axis: int = -1
+    epsilon: float = 1e-5
+
+    def __post_init__(self) -> None:
+        set_attr(self, "epsilon", float(self.epsilon))
+
+
+def _positive_axis(a: SoftmaxAttrs | LayerNormAttrs, in_types: Sequence[TensorType]) -> object:
+    return replace(a, axis=norm_axis(a.axis, in_types[0].rank))
+
+
+def _refuse_extra_outputs(ctx: ImportContext, count: int = 1) -> None:
+    for i in range(count, ctx.n_outputs):
+        if ctx.output_used(i):
+            raise Unsupported(f"{ctx.op_type} with its training or statistics outputs in use")
+
+
+# ---- batch norm --------------------------------------------------------------------------
+
+def _batchnorm_shape(in_types: Sequence[TensorType], _a: EpsAttrs) -> tuple[TensorType, ...]:
+    same_dtype(in_types)
+    x = in_types[0]
+    if x.rank < 2:
+        raise ShapeError(f"x needs rank >= 2 (N, C, ...), got rank {x.rank}")
+    c = x.known_shape[1]
+    for name, t in zip(("scale", "bias", "mean", "var"), in_types[1:]):
+        if t.known_shape != (c,):
+            raise ShapeError(f"{name} must have shape [{c}], got {list(t.known_shape)}")
+    return (x,)
+
+
+def _batchnorm_ref(xs: Sequence[np.ndarray], a: EpsAttrs) -> tuple[np.ndarray, ...]:
+    x, scale, bias, mean, var = (v.astype(np.float64) for v in xs)
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    y = (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + a.epsilon) * scale.reshape(shape)
+    return ((y + bias.reshape(shape)).astype(xs[0].dtype),)
+
+
+def _import_batchnorm(ctx: ImportContext) -> tuple:
+    if ctx.opset < 9 and ctx.attr("spatial", 1) != 1:
+        raise Unsupported("BatchNormalization with spatial=0")
+    if ctx.attr("training_mode", 0):
+        raise Unsupported("BatchNormalization in training mode")
+    _refuse_extra_outputs(ctx)
+    return ctx.add("batchnorm", [ctx.input(i) for i in range(5)], epsilon=ctx.attr("epsilon", 1e-5))
+
+
+# ---- softmax -----------------------------------------------------------------------------
+
+def _softmax_ref(xs: Sequence[np.ndarray], a: SoftmaxAttrs) -> tuple[np.ndarray, ...]:
+    x = xs[0].astype(np.float64)
+    e = np.exp(x - x.max(axis=a.axis, keepdims=True))
+    return ((e / e.sum(axis=a.axis, keepdims=True)).astype(xs[0].dtype),)
+
+
+def _import_softmax(ctx: ImportContext) -> tuple:
+    """Before opset 13 Softmax normalizes over all axes from `axis` on (default 1)."""
+    shape = ctx.type(0).known_shape
+    if ctx.opset >= 13:
+        return ctx.add("softmax", [ctx.input(0)], axis=ctx.attr("axis", -1))
+    axis = norm_axis(ctx.attr("axis", 1), len(shape))
+    if axis == len(shape) - 1:
+        return ctx.add("softmax", [ctx.input(0)], axis=axis)
+    rows = int(np.prod(shape[:axis], dtype=np.int64))
+    (flat,) = ctx.add("reshape", [ctx.input(0)], shape=(rows, int(np.prod(shape[axis:], dtype=np.int64))))
+    (y,) = ctx.add("softmax", [flat], axis=1)
+    return ctx.add("reshape", [y], shape=shape)
+
+
+def _export_softmax(ctx: ExportContext, node: ExportNode) -> None:
+    """Old opsets only agree with ours on the last axis: move the axis there and back."""
+    axis, rank = node.attrs.axis, node.in_types[0].rank
+    if ctx.opset >= 13 or axis == rank - 1:
+        ctx.emit("Softmax", node.inputs, node.outputs, axis=axis)
+        return
+    perm = [i for i in range(rank) if i != axis] + [axis]
+    (moved,) = ctx.emit("Transpose", node.inputs, perm=perm)
+    (y,) = ctx.emit("Softmax", [moved], axis=rank - 1)
+    ctx.emit("Transpose", [y], node.outputs, perm=[int(i) for i in np.argsort(perm)])
+
+
+# ---- layer norm --------------------------------------------------------------------------
+
+def _layernorm_shape(in_types: Sequence[TensorType], a: LayerNormAttrs) -> tuple[TensorType, ...]:
+    same_dtype(in_types)
+    x = in_types[0].known_shape
+    normalized = x[norm_axis(a.axis, len(x)):]
+    for name, t in zip(("scale", "bias"), in_types[1:]):
+        if broadcast_shapes(t.known_shape, normalized) != normalized:
+            raise ShapeError(f"{name} {list(t.known_shape)} does not broadcast to {list(normalized)}")
+    return (in_types[0],)
+
+
+def _layernorm_ref(xs: Sequence[np.ndarray], a: LayerNormAttrs) -> tuple[np.ndarray, ...]:
+    x = xs[0].astype(np.float64)
+    axes = tuple(range(a.axis, x.ndim))
+    d = x - x.mean(axis=axes, keepdims=True)
+    y = d / np.sqrt((d * d).mean(axis=axes, keepdims=True) + a.epsilon) * xs[1]
+    if len(xs) > 2:
+        y = y + xs[2]
+    return (y.astype(xs[0].dtype),)
+
+
+def _import_layernorm(ctx: ImportContext) -> tuple:
+    _refuse_extra_outputs(ctx)
+    inputs = [ctx.input(i) for i in range(ctx.n_inputs) if ctx.input(i) is not None]
+    return ctx.add("layernorm", inputs, axis=ctx.attr("axis", -1), epsilon=ctx.attr("epsilon", 1e-5))
+
+
+def _export_layernorm(ctx: ExportContext, node: ExportNode) -> None:
+    """LayerNormalization is an ONNX op from opset 17; older opsets get its formula."""
+    a: LayerNormAttrs = node.attrs
+    if ctx.opset >= 17:
+        ctx.emit("LayerNormalization", node.inputs, node.outputs, axis=a.axis, epsilon=a.epsilon)
+        return
+    axes = list(range(a.axis, node.in_types[0].rank))
+    dtype = node.in_types[0].dtype.numpy
+
+    def mean(t: str) -> str:
+        return ctx.emit("ReduceMean", [t], axes=axes, keepdims=1)[0]
+
+    x = node.inputs[0]
+    (d,) = ctx.emit("Sub", [x, mean(x)])
+    var = mean(ctx.emit("Mul", [d, d])[0])
+    (std,) = ctx.emit("Sqrt", [ctx.emit("Add", [var, ctx.const(np.array(a.epsilon, dtype), "eps")])[0]])
+    (y,) = ctx.emit("Div", [d, std])
+    if len(node.inputs) > 2:
+        (y,) = ctx.emit("Mul", [y, node.inputs[1]])
+        ctx.emit("Add", [y, node.inputs[2]], node.outputs)
+    else:
+        ctx.emit("Mul", [y, node.inputs[1]], node.outputs)
+
+
+batchnorm = OpDef(
+    "batchnorm", ("x", "scale", "bias", "mean", "var"), shape=_batchnorm_shape, ref=_batchnorm_ref,
+    attrs=EpsAttrs, fusion=Fusion.INJECTIVE,
+    onnx=OnnxMapping({"BatchNormalization": _import_batchnorm},
+                     direct_export("BatchNormalization", lambda a: {"epsilon": a.epsilon})),
+    doc="inference batch normalization over axis 1",
+)
+softmax = OpDef(
+    "softmax", ("x",), shape=lambda ts, _a: (ts[0],), ref=_softmax_ref, attrs=SoftmaxAttrs,
+    normalize=_positive_axis, fusion=Fusion.OPAQUE,
+    onnx=OnnxMapping({"Softmax": _import_softmax}, _export_softmax),
+    doc="exp(x) / sum(exp(x)) along one axis",
+)
+layernorm = OpDef(
+    "layernorm", ("x", "scale", "bias"), optional=1, shape=_layernorm_shape, ref=_layernorm_ref,
+    attrs=LayerNormAttrs, normalize=_positive_axis, fusion=Fusion.OPAQUE,
+    onnx=OnnxMapping({"LayerNormalization": _import_layernorm}, _export_layernorm),
+    doc="normalize over the axes from `axis` on, then scale and shift",
+)
+
+OPS = (batchnorm, softmax, layernorm)
