@@ -26,6 +26,7 @@ from taso_py.errors import InputError, TasoError, Unsupported
 from taso_py.graph import Graph, Ref, validate
 from taso_py.onnx_io.model import OnnxModel, OnnxOrigin
 from taso_py.onnx_io.reader import Prepared, default_opset, first_line, prepare
+from taso_py.onnx_io.scopes import node_label, outer_names, subgraphs
 from taso_py.ops.structural import OpaqueAttrs, run_onnx_node
 from taso_py.types import DType, TensorType
 
@@ -56,47 +57,19 @@ def dtype_of(elem_type: int, what: str) -> DType:
         raise InputError(f"{what} has element type {name}, which taso-py does not support") from None
 
 
-def type_of(value: onnx.ValueInfoProto) -> TensorType:
+def type_of(value: onnx.ValueInfoProto | onnx.TypeProto) -> TensorType:
     """The IR type of an ONNX value; unknown parts stay None (only opaque nodes have those)."""
-    t = value.type.tensor_type if value.type.HasField("tensor_type") else None
+    proto = value.type if isinstance(value, onnx.ValueInfoProto) else value
+    t = proto.tensor_type if proto.HasField("tensor_type") else None
     if t is None or not t.elem_type:
         return TensorType(None, None)
     try:
-        dtype: DType | None = dtype_of(t.elem_type, f"tensor {value.name!r}")
+        dtype: DType | None = dtype_of(t.elem_type, "a tensor")
     except InputError:
         dtype = None
     dims = [d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim]
     shape = tuple(dims) if t.HasField("shape") and all(d >= 0 for d in dims) else None
     return TensorType(shape, dtype)
-
-
-def outer_names(node: onnx.NodeProto) -> list[str]:
-    """Names a node's subgraphs read from the enclosing scope, in order of first use."""
-    found: dict[str, None] = {}
-
-    def visit(graph: onnx.GraphProto, bound: set[str]) -> None:
-        bound = bound | {i.name for i in graph.input} | {t.name for t in graph.initializer}
-        for n in graph.node:
-            for name in n.input:
-                if name and name not in bound:
-                    found.setdefault(name)
-            for sub in _subgraphs(n):
-                visit(sub, bound | set(n.output))
-            bound = bound | set(n.output)
-
-    for sub in _subgraphs(node):
-        visit(sub, set())
-    return list(found)
-
-
-def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
-    subs = []
-    for a in node.attribute:
-        if a.type == onnx.AttributeProto.GRAPH:
-            subs.append(a.g)
-        elif a.type == onnx.AttributeProto.GRAPHS:
-            subs.extend(a.graphs)
-    return subs
 
 
 def _origin(model: onnx.ModelProto) -> OnnxOrigin:
@@ -107,10 +80,6 @@ def _origin(model: onnx.ModelProto) -> OnnxOrigin:
         doc_string=model.doc_string, metadata={p.key: p.value for p in model.metadata_props},
         functions=tuple(f.SerializeToString() for f in model.functions),
     )
-
-
-def _node_label(node: onnx.NodeProto) -> str:
-    return f"node {node.name!r} ({node.op_type})" if node.name else f"{node.op_type} node -> {node.output[0]!r}"
 
 
 class _Translator:
@@ -138,11 +107,11 @@ class _Translator:
                 dtype_of(value.type.tensor_type.elem_type, f"input {value.name!r}")
             self.refs[value.name] = self.graph.add_input(value.name, t)
         opaque: Counter[str] = Counter()
-        for node in self._ordered_nodes():
+        for node, original in zip(self.model.graph.node, self.prepared.originals):
             try:
-                kept_opaque = self._translate(node)
+                kept_opaque = self._translate(node, original)
             except TasoError as e:
-                raise type(e)(f"{_node_label(node)}: {e}") from None
+                raise type(e)(f"{node_label(node)}: {e}") from None
             if kept_opaque:
                 opaque[node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}::{node.op_type}"] += 1
         outputs = [o.name for o in self.model.graph.output]
@@ -152,38 +121,6 @@ class _Translator:
             log.warning("kept %d node(s) outside the algebra as opaque: %s", sum(opaque.values()),
                         ", ".join(f"{k} x{v}" for k, v in sorted(opaque.items())))
         return validate(self.graph)
-
-    def _ordered_nodes(self) -> list[onnx.NodeProto]:
-        """The nodes in dependency order; a clear error for cycles and dangling reads."""
-        nodes = list(self.model.graph.node)
-        producer = {out: i for i, n in enumerate(nodes) for out in n.output if out}
-        available = set(self.consts) | {i.name for i in self.prepared.real_inputs()}
-        deps = []
-        for n in nodes:
-            reads = [x for x in [*n.input, *outer_names(n)] if x]
-            for x in reads:
-                if x not in producer and x not in available:
-                    raise InputError(f"{_node_label(n)} reads {x!r}, which no node, input or initializer provides")
-            deps.append({producer[x] for x in reads if x in producer and x not in available})
-        order, state = [], [0] * len(nodes)  # 0 new, 1 on the stack, 2 done
-        for start in range(len(nodes)):
-            stack = [(start, iter(sorted(deps[start])))]
-            if state[start]:
-                continue
-            state[start] = 1
-            while stack:
-                i, it = stack[-1]
-                nxt = next(it, None)
-                if nxt is None:
-                    stack.pop()
-                    state[i] = 2
-                    order.append(nodes[i])
-                elif state[nxt] == 1:
-                    raise InputError(f"graph has a cycle through {_node_label(nodes[nxt])}")
-                elif state[nxt] == 0:
-                    state[nxt] = 1
-                    stack.append((nxt, iter(sorted(deps[nxt]))))
-        return order
 
     def _ref(self, name: str) -> Ref:
         """The IR tensor for an ONNX name; constants become weight nodes when first read."""
@@ -200,28 +137,28 @@ class _Translator:
             return self.graph.type(self.refs[name])
         return self.types.get(name, TensorType(None, None))
 
-    def _translate(self, node: onnx.NodeProto) -> bool:
-        """Translate one node; True when it had to stay opaque."""
+    def _translate(self, node: onnx.NodeProto, original: onnx.NodeProto) -> bool:
+        """Translate one node; True when it had to stay opaque (as `original`, the node as read)."""
         default = node.domain in DEFAULT_DOMAINS
         if default and self._fold(node):
             return False
         if default and self._pass_through(node):
             return False
         if default and node.op_type in self.importers:
-            ctx = _NodeContext(self, node)
             try:
+                ctx = _NodeContext(self, node)
                 refs = self.importers[node.op_type](ctx)
             except Unsupported as e:
-                self.notes.append(f"{_node_label(node)} kept opaque: {e}")
+                self.notes.append(f"{node_label(node)} kept opaque: {e}")
             else:
                 self._bind(node, refs, ctx.created)
                 return False
-        self._add_opaque(node)
+        self._add_opaque(original)
         return True
 
     def _fold(self, node: onnx.NodeProto) -> bool:
         """Evaluate a node whose inputs are all known now (constants, or shapes of static tensors)."""
-        if node.op_type in RANDOM_OPS or _subgraphs(node):
+        if node.op_type in RANDOM_OPS or subgraphs(node):
             return False
         if node.op_type in ("Shape", "Size") and node.input[0] not in self.consts:
             t = self._type(node.input[0])
@@ -243,7 +180,7 @@ class _Translator:
         try:
             values = run_onnx_node(node, {n: self.consts[n] for n in names}, self.opsets)
         except Exception as e:
-            log.debug("could not fold %s: %s", _node_label(node), first_line(e))
+            log.debug("could not fold %s: %s", node_label(node), first_line(e))
             return False
         for name, value in zip([o for o in node.output if o], values):
             self.consts[name] = np.asarray(value)
@@ -272,14 +209,38 @@ class _Translator:
 
     def _add_opaque(self, node: onnx.NodeProto) -> None:
         outer = outer_names(node)
-        self.graph.reserve_names(outer)
         inputs = [self._ref(n) for n in node.input if n] + [self._ref(n) for n in outer]
+        self.graph.reserve_names(outer)  # no later node may take a name the subgraphs read
         outs = [o for o in node.output if o]
         attrs = OpaqueAttrs(node.op_type, node.domain, node.SerializeToString(), tuple(node.input), tuple(outer),
-                            self.opsets, tuple(self._type(o) for o in outs))
+                            self.opsets, self._opaque_types(node, outs))
         made = self.graph.add_node(ops.get("opaque"), inputs, attrs, attrs.types, outs)
         for name, ref in zip(outs, made.outputs):
             self.refs[name] = ref
+
+    def _opaque_types(self, node: onnx.NodeProto, outs: list[str]) -> tuple[TensorType, ...]:
+        """Output types from the model's shape inference, or, where that left them unknown
+        (a shape it could not propagate but the import folded), inferred again for this node
+        from the input types known now."""
+        types = tuple(self._type(o) for o in outs)
+        if all(t.is_known for t in types):
+            return types
+        known = {n: self._type(n) for n in node.input if n}
+        if not all(t.is_known for t in known.values()):
+            return types
+        versions = dict(self.opsets)
+        try:
+            schema = onnx.defs.get_schema(node.op_type, versions.get(node.domain, 1), node.domain)
+            inferred = onnx.shape_inference.infer_node_outputs(
+                schema, node,
+                {n: helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(t.dtype.numpy), t.shape)
+                 for n, t in known.items()},
+                {n: numpy_helper.from_array(self.consts[n], n) for n in known if n in self.consts},
+                opset_imports=[helper.make_opsetid(d, v) for d, v in self.opsets])
+        except Exception as e:
+            log.debug("no output types for %s: %s", node_label(node), first_line(e))
+            return types
+        return tuple(t if t.is_known or o not in inferred else type_of(inferred[o]) for o, t in zip(outs, types))
 
     @staticmethod
     def _attr(node: onnx.NodeProto, name: str, default: Any) -> Any:

@@ -19,6 +19,7 @@ from google.protobuf.message import DecodeError
 from onnx import helper, numpy_helper, shape_inference, version_converter
 
 from taso_py.errors import InputError
+from taso_py.onnx_io.scopes import node_label, outer_names
 
 log = logging.getLogger("taso_py.onnx_io")
 
@@ -125,6 +126,41 @@ def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
         raise InputError(f"shape inference failed: {first_line(e)}") from None
 
 
+def sorted_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """The nodes in dependency order (files may list them in any order); a clear error
+    for a cycle or for a node that reads a tensor nothing provides."""
+    nodes = list(graph.node)
+    producer = {out: i for i, n in enumerate(nodes) for out in n.output if out}
+    available = {t.name for t in graph.initializer} | {i.name for i in graph.input}
+    deps = []
+    for n in nodes:
+        reads = [x for x in [*n.input, *outer_names(n)] if x]
+        for x in reads:
+            if x not in producer and x not in available:
+                raise InputError(f"{node_label(n)} reads {x!r}, which no node, input or initializer provides")
+        deps.append(sorted({producer[x] for x in reads if x in producer and x not in available}))
+    order: list[onnx.NodeProto] = []
+    state = [0] * len(nodes)  # 0 unvisited, 1 on the path, 2 placed
+    for start in range(len(nodes)):
+        if state[start]:
+            continue
+        state[start] = 1
+        stack = [(start, iter(deps[start]))]
+        while stack:
+            i, pending = stack[-1]
+            nxt = next(pending, None)
+            if nxt is None:
+                stack.pop()
+                state[i] = 2
+                order.append(nodes[i])
+            elif state[nxt] == 1:
+                raise InputError(f"graph has a cycle through {node_label(nodes[nxt])}")
+            elif state[nxt] == 0:
+                state[nxt] = 1
+                stack.append((nxt, iter(deps[nxt])))
+    return order
+
+
 SMALL_CONSTANT = 1024  # elements: constants this small stay in the skeleton (shape inference reads them)
 
 
@@ -139,6 +175,8 @@ class Prepared:
     skeleton: onnx.ModelProto
     weights: dict[str, np.ndarray]
     path: Path | None
+    originals: list[onnx.NodeProto]  # the skeleton's nodes as read, before shape inference
+                                      # annotated their subgraphs (opaque nodes are kept as read)
 
     def real_inputs(self) -> list[onnx.ValueInfoProto]:
         constants = set(self.weights) | {t.name for t in self.skeleton.graph.initializer}
@@ -155,8 +193,9 @@ def split_weights(model: onnx.ModelProto, path: Path | None) -> tuple[onnx.Model
     skeleton.functions.extend(model.functions)
     g, sg = model.graph, skeleton.graph
     sg.name, sg.doc_string = g.name, g.doc_string
-    for part in ("node", "input", "output", "value_info", "sparse_initializer"):
+    for part in ("input", "output", "value_info", "sparse_initializer"):
         getattr(sg, part).extend(getattr(g, part))
+    sg.node.extend(sorted_nodes(g))
     listed = {i.name for i in g.input}
     weights = {}
     base = str(path.parent) if path else ""
@@ -181,7 +220,8 @@ def prepare(source: str | Path | onnx.ModelProto, input_shapes: Mapping[str, Seq
         model = upgrade(model)
     skeleton, weights = split_weights(model, path)
     check_model(skeleton)
-    prepared = Prepared(skeleton, weights, path)
+    prepared = Prepared(skeleton, weights, path, [onnx.NodeProto.FromString(n.SerializeToString())
+                                                  for n in skeleton.graph.node])
     fix_input_shapes(prepared.real_inputs(), input_shapes or {})
     prepared.skeleton = infer_shapes(skeleton)
     return prepared

@@ -1,0 +1,49 @@
+# taso-py: `make demo` and `make test` work on a fresh machine with only Python 3.10+.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check -q
+TASO   := $(VENV)/bin/taso
+TORCH  := torch==2.13.0
+EXAMPLE := examples/inception_v3_small.onnx
+
+.PHONY: demo test test-slow lint install dev example clean
+
+$(PY):
+	python3 -m venv $(VENV)
+
+# The package and its runtime dependencies (no torch: the optimizer does not need it).
+$(VENV)/.installed: pyproject.toml | $(PY)
+	$(PIP) install -e .
+	touch $@
+
+# Test dependencies; torch is pinned and installed first, or a dependency's unpinned
+# torch would pull several GB of CUDA packages.
+$(VENV)/.dev-installed: pyproject.toml $(VENV)/.installed
+	$(PIP) install "$(TORCH)"
+	$(PIP) install -e ".[dev]"
+	touch $@
+
+install: $(VENV)/.installed
+dev: $(VENV)/.dev-installed
+
+demo: install
+	@mkdir -p out
+	$(TASO) info $(EXAMPLE)
+	$(TASO) convert $(EXAMPLE) -o out/inception_v3_small.converted.onnx
+
+test: dev
+	$(PY) -m pytest
+
+test-slow: dev
+	$(PY) -m pytest -m slow
+
+lint: dev
+	$(VENV)/bin/ruff check taso_py verifier codegen benchmarks tests
+
+# Regenerate the bundled example (seeded: the bytes do not change).
+example: dev
+	$(PY) -m benchmarks.models --size small --out out/example inception_v3
+	mv out/example/inception_v3.onnx $(EXAMPLE)
+
+clean:
+	rm -rf $(VENV) out build *.egg-info .pytest_cache

@@ -1,0 +1,98 @@
+"""Which ONNX ops a model should leave outside taso-py's algebra.
+
+Used by the corpus test to check each entry's ``opaque_ops`` against the
+graph, so the declared expectations the importer is judged by cannot drift
+from what the exporters actually emit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+import onnx
+
+# fmt: off
+ALGEBRA_OPS = frozenset({
+    "Conv", "BatchNormalization", "Relu", "Sigmoid", "Tanh", "Gelu", "Erf", "MaxPool",
+    "AveragePool", "GlobalAveragePool", "Flatten", "Gemm", "MatMul", "Add", "Mul", "Sub",
+    "Div", "Sum", "Concat", "Split", "Transpose", "Reshape", "Squeeze", "Unsqueeze",
+    "Softmax", "LayerNormalization", "Pad", "Dropout", "Identity",
+})
+# fmt: on
+"""ONNX op types (default domain) that import into the algebra."""
+
+
+def static_shaped(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ...]]) -> set[str]:
+    """Names of tensors with fully known shapes once inputs take ``input_shapes``."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    for value in model.graph.input:
+        if value.name in input_shapes:
+            shape = value.type.tensor_type.shape
+            shape.ClearField("dim")
+            for size in input_shapes[value.name]:
+                shape.dim.add().dim_value = size
+    graph = onnx.shape_inference.infer_shapes(model, data_prop=True).graph
+    values = [*graph.input, *graph.value_info, *graph.output]
+    known = {
+        v.name
+        for v in values
+        if v.type.tensor_type.HasField("shape") and all(d.HasField("dim_value") for d in v.type.tensor_type.shape.dim)
+    }
+    return known | {t.name for t in graph.initializer}
+
+
+def topological(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    """Nodes in dependency order, whatever order the file lists them in.
+
+    Names no node produces (graph inputs, initializers, outer-scope values)
+    count as available from the start.
+    """
+    produced = {out for node in graph.node for out in node.output}
+    available: set[str] = set()
+    pending = list(graph.node)
+    while pending:
+        blocked = []
+        for node in pending:
+            if all(name in available or name not in produced for name in node.input):
+                available.update(node.output)
+                yield node
+            else:
+                blocked.append(node)
+        if len(blocked) == len(pending):
+            raise ValueError(f"graph {graph.name!r} has a cycle")
+        pending = blocked
+
+
+def is_foldable(node: onnx.NodeProto, constant: set[str], static: set[str]) -> bool:
+    """Whether the importer folds ``node``: constant inputs, or Shape of static data.
+
+    Nodes with subgraphs may read outer-scope values, so they never fold.
+    """
+    if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+        return False
+    if node.op_type == "Shape" and node.input[0] in static:
+        return True
+    return all(name in constant for name in node.input if name)
+
+
+def in_algebra(node: onnx.NodeProto) -> bool:
+    """Whether a non-constant ``node`` imports into the algebra (Pad: constant mode only)."""
+    if node.domain not in ("", "ai.onnx") or node.op_type not in ALGEBRA_OPS:
+        return False
+    mode = next((a.s for a in node.attribute if a.name == "mode"), b"constant")
+    return node.op_type != "Pad" or mode == b"constant"
+
+
+def opaque_op_types(
+    model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ...]] | None = None
+) -> frozenset[str]:
+    """Op types of top-level nodes that neither fold nor import into the algebra."""
+    static = static_shaped(model, input_shapes or {})
+    constant = {t.name for t in model.graph.initializer}
+    opaque = set()
+    for node in topological(model.graph):
+        if is_foldable(node, constant, static):
+            constant.update(node.output)
+        elif not in_algebra(node):
+            opaque.add(node.op_type)
+    return frozenset(opaque)

@@ -1,0 +1,292 @@
+"""Models exported from torch by the legacy TorchScript exporter and by dynamo.
+
+torch is imported only inside the builders, so listing the corpus works
+without it; the corpus test skips these entries when torch is missing.
+The nets themselves live in ``_torch_nets`` (which imports torch at the top).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import warnings
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import onnx
+
+from .model import CorpusModel, cached
+
+if TYPE_CHECKING:
+    import torch
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence the exporters' deprecation and tracer warnings; expected here."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def export_legacy(
+    net: torch.nn.Module,
+    example: torch.Tensor,
+    opset: int,
+    *,
+    named: bool = True,
+    **options: Any,
+) -> onnx.ModelProto:
+    """TorchScript-based ``torch.onnx.export(dynamo=False)``.
+
+    ``named=False`` keeps the exporter's own tensor names (``input.1``,
+    ``onnx::Transpose_0``, bare numbers), as files found in the wild have.
+    """
+    import torch
+
+    if named:
+        options = {"input_names": ["x"], "output_names": ["y"], **options}
+    buffer = io.BytesIO()
+    with _quiet():
+        torch.onnx.export(net, (example,), buffer, opset_version=opset, dynamo=False, **options)
+    return onnx.load_from_string(buffer.getvalue())
+
+
+def export_dynamo(net: torch.nn.Module, example: torch.Tensor, opset: int) -> onnx.ModelProto:
+    """``torch.onnx.export(dynamo=True)``: torch.export + onnxscript, ~1-3 s each."""
+    import torch
+
+    with _quiet():
+        program = torch.onnx.export(
+            net,
+            (example,),
+            dynamo=True,
+            opset_version=opset,
+            input_names=["x"],
+            output_names=["y"],
+            verbose=False,
+        )
+    return program.model_proto
+
+
+def make_net(net: str, args: tuple[Any, ...], *, trained_bn: bool = True) -> torch.nn.Module:
+    """Seeded eval-mode instance of ``_torch_nets.<net>``."""
+    import torch
+
+    from . import _torch_nets
+
+    torch.manual_seed(0)
+    module = getattr(_torch_nets, net)(*args)
+    if trained_bn:
+        _torch_nets.randomize_bn_stats(module, torch.Generator().manual_seed(1))
+    return module.eval()
+
+
+def build_torch(
+    net: str,
+    args: tuple[Any, ...],
+    shape: tuple[int, ...],
+    opset: int,
+    dynamo: bool,
+    trained_bn: bool,
+    options: dict[str, Any],
+) -> onnx.ModelProto:
+    """Export one net on a seeded example input."""
+    import torch
+
+    module = make_net(net, args, trained_bn=trained_bn)
+    example = torch.randn(shape, generator=torch.Generator().manual_seed(2))
+    if dynamo:
+        return export_dynamo(module, example, opset)
+    return export_legacy(module, example, opset, **options)
+
+
+def torch_model(
+    name: str,
+    net: str,
+    shape: tuple[int, ...],
+    opset: int,
+    *,
+    note: str,
+    opaque: tuple[str, ...] = (),
+    args: tuple[Any, ...] = (),
+    dynamo: bool = False,
+    trained_bn: bool = True,
+    input_shapes: dict[str, tuple[int, ...]] | None = None,
+    **options: Any,
+) -> CorpusModel:
+    """A corpus entry exporting ``_torch_nets.<net>(*args)``.
+
+    ``options`` go to the legacy exporter; the dynamo exporter takes none here.
+    """
+    if dynamo and options:
+        raise TypeError(f"{name}: exporter options {sorted(options)} are legacy-only")
+    builder = functools.partial(build_torch, net, args, shape, opset, dynamo, trained_bn, options)
+    return CorpusModel(
+        name,
+        cached(builder),
+        opset,
+        "torch-dynamo" if dynamo else "torch-legacy",
+        frozenset(opaque),
+        input_shapes=input_shapes or {},
+        note=note,
+    )
+
+
+MODELS: list[CorpusModel] = [
+    torch_model(
+        "alexnet_torch_op9",
+        "AlexNetTiny",
+        (1, 3, 40, 40),
+        9,
+        note="AlexNet layout; eval Dropout vanishes, AdaptiveAvgPool -> AveragePool, torch.flatten -> Flatten",
+    ),
+    torch_model(
+        "mobilenetv2_torch_op9",
+        "MobileNetV2Tiny",
+        (1, 3, 32, 32),
+        9,
+        opaque=("Clip",),
+        note="ReLU6 -> Clip-6 with min/max attributes; depthwise convs (group=C); Conv+BN folded by the exporter",
+    ),
+    torch_model(
+        "mobilenetv2_torch_op11",
+        "MobileNetV2Tiny",
+        (1, 3, 32, 32),
+        11,
+        opaque=("Clip",),
+        note="ReLU6 -> Clip-11 with min/max as Constant inputs; depthwise convs",
+    ),
+    torch_model(
+        "inception_torch_op13",
+        "InceptionBlock",
+        (1, 8, 12, 12),
+        13,
+        note="GoogLeNet inception block: 4 branches (1x1, 3x3, 5x5, pool-proj) -> Concat",
+    ),
+    torch_model(
+        "densenet_torch_op17",
+        "DenseBlock",
+        (1, 8, 8, 8),
+        17,
+        note="DenseNet block: growing Concats, pre-activation BN kept (not after a Conv)",
+    ),
+    torch_model(
+        "resnet_view_torch_op9",
+        "ResNetBasic",
+        (1, 3, 16, 16),
+        9,
+        do_constant_folding=False,
+        note="ResNet basic block, x.view(x.size(0), -1); do_constant_folding=False "
+        "as in old torch: BN stays after Conv, an all-zero Pad-2 before "
+        "AveragePool, shape built by Unsqueeze(axes attr)/Concat of Constants",
+    ),
+    torch_model(
+        "resnet_dynbatch_torch_op13",
+        "ResNetBasic",
+        (1, 3, 16, 16),
+        13,
+        dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
+        input_shapes={"x": (2, 3, 16, 16)},
+        note="dynamic batch axis: view(x.size(0), -1) becomes "
+        "Shape->Gather->Unsqueeze->Concat->Reshape, static only once input_shapes "
+        "fixes the batch",
+    ),
+    torch_model(
+        "transformer_torch_op17",
+        "TransformerEncoder",
+        (2, 8, 32),
+        17,
+        opaque=("Gather",),
+        note="nn.TransformerEncoderLayer (batch_first, gelu, eval): native "
+        "LayerNormalization, GELU as Erf, packed QKV unflattened and picked with "
+        "Gather on data",
+    ),
+    torch_model(
+        "transformer_torch_op14",
+        "TransformerEncoder",
+        (2, 8, 32),
+        14,
+        opaque=("Gather", "ReduceMean", "Pow", "Sqrt"),
+        note="same layer before opset 17: LayerNorm decomposed into "
+        "ReduceMean/Sub/Pow/Sqrt/Div (opset 14, not 13: the exporter refuses "
+        "scaled_dot_product_attention below 14)",
+    ),
+    torch_model(
+        "mha_torch_op13",
+        "SelfAttention",
+        (2, 6, 16),
+        13,
+        opaque=("Gather", "ReduceMean"),
+        named=False,
+        note="nn.MultiheadAttention with need_weights (ReduceMean over heads); "
+        "exporter-chosen names like 'onnx::Transpose_0' and numeric outputs; two "
+        "graph outputs",
+    ),
+    torch_model(
+        "gru_torch_op11",
+        "RecurrentHead",
+        (2, 5, 8),
+        11,
+        args=("gru",),
+        opaque=("GRU", "Gather"),
+        note="GRU (opaque) with h0 built by Shape/Gather/Expand; last step taken with Gather",
+    ),
+    torch_model(
+        "lstm_torch_op9",
+        "RecurrentHead",
+        (2, 5, 8),
+        9,
+        args=("lstm",),
+        opaque=("LSTM", "Slice"),
+        named=False,
+        note="LSTM (opaque) at opset 9; last step taken with Slice+Squeeze",
+    ),
+    torch_model(
+        "upsample_torch_op9",
+        "UpsampleDecoder",
+        (1, 4, 6, 6),
+        9,
+        args=("nearest",),
+        opaque=("Upsample",),
+        note="F.interpolate(scale_factor=2, nearest) -> Upsample-9",
+    ),
+    torch_model(
+        "resize_torch_op11",
+        "UpsampleDecoder",
+        (1, 4, 6, 6),
+        11,
+        args=("bilinear",),
+        opaque=("Resize",),
+        note="F.interpolate(bilinear, align_corners=False) -> Resize-11",
+    ),
+    torch_model(
+        "mlp_dropout_bn_torch_op13",
+        "MlpDropoutBn",
+        (4, 16),
+        13,
+        trained_bn=False,
+        note="eval Dropout (removed by the exporter) and BatchNorm1d after Linear "
+        "(kept); fresh BN stats equal its weight/bias, so the exporter dedups them "
+        "into Identity(initializer)",
+    ),
+    torch_model(
+        "resnet_dynamo_op18",
+        "ResNetBasic",
+        (1, 3, 16, 16),
+        18,
+        dynamo=True,
+        note="dynamo exporter (torch.export + onnxscript): IR 10, Conv+BN fused by "
+        "the onnxscript rewriter, node metadata_props",
+    ),
+    torch_model(
+        "transformer_dynamo_op18",
+        "TransformerEncoder",
+        (2, 8, 32),
+        18,
+        dynamo=True,
+        opaque=("Gather",),
+        note="dynamo exporter on nn.TransformerEncoderLayer: LayerNormalization-17, SDPA decomposed",
+    ),
+]
