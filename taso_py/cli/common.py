@@ -20,6 +20,19 @@ class TasoGroup(click.Group):
     """Turns every failure into one line on stderr and the CLI contract's exit code:
     0 success, 1 a "no" answer, 2 bad input or usage; never a traceback (TASO_DEBUG=1 shows it)."""
 
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        try:
+            code = super().main(*args, **kwargs)
+        except click.UsageError as e:
+            where = f"taso {e.ctx.command_path.partition(' ')[2]}".strip() if e.ctx else "taso"
+            fail(f"{e.format_message()} (see '{where} --help')", 2)
+        except click.ClickException as e:
+            fail(e.format_message(), e.exit_code)
+        except click.Abort:
+            fail("aborted", 130)
+        sys.exit(code if isinstance(code, int) else 0)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -27,7 +40,7 @@ class TasoGroup(click.Group):
             fail(str(e), e.exit_code)
         except KeyboardInterrupt:
             fail("interrupted", 130)
-        except (click.exceptions.Exit, click.ClickException, click.Abort):
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
             raise
         except Exception as e:  # a bug in taso-py: still one line, the traceback on request
             if os.environ.get("TASO_DEBUG"):
@@ -62,7 +75,7 @@ def json_option(f: Callable) -> Callable:
 
 
 def model_argument(f: Callable) -> Callable:
-    return click.argument("model", type=click.Path(dir_okay=False, path_type=Path))(f)
+    return click.argument("model", type=click.Path(path_type=Path))(f)
 
 
 def load(model: Path, input_shapes: tuple[str, ...]) -> OnnxModel:

@@ -18,7 +18,7 @@ from taso_py.ops.onnx_map import (
     direct_export,
     direct_import,
 )
-from taso_py.ops.schema import Fusion, OpDef, int_tuple, same_dtype, set_attr
+from taso_py.ops.schema import Fusion, OpDef, float_only, int_tuple, same_dtype, set_attr
 from taso_py.types import TensorType
 
 ACTS = ("none", *ACTIVATIONS)
@@ -99,6 +99,7 @@ def _nchw(t: TensorType, what: str = "x") -> tuple[int, int, int, int]:
 
 def _conv_shape(in_types: Sequence[TensorType], a: Conv2dAttrs) -> tuple[TensorType, ...]:
     same_dtype(in_types)
+    float_only(in_types[0])
     n, c, h, w = _nchw(in_types[0])
     o, cg, kh, kw = _nchw(in_types[1], "weight")
     if c % a.groups or o % a.groups or cg * a.groups != c:
@@ -138,6 +139,7 @@ def _conv_ref(xs: Sequence[np.ndarray], a: Conv2dAttrs) -> tuple[np.ndarray, ...
 
 
 def _pool_shape(in_types: Sequence[TensorType], a: MaxPoolAttrs) -> tuple[TensorType, ...]:
+    float_only(in_types[0], () if isinstance(a, AvgPoolAttrs) else ("int8", "uint8"))
     n, c, h, w = _nchw(in_types[0])
     ho = window_count(h, a.kernel[0], a.stride[0], a.pad[0], a.pad[2], ceil=a.ceil_mode)
     wo = window_count(w, a.kernel[1], a.stride[1], a.pad[1], a.pad[3], ceil=a.ceil_mode)
@@ -183,6 +185,7 @@ def _avgpool_ref(xs: Sequence[np.ndarray], a: AvgPoolAttrs) -> tuple[np.ndarray,
 
 def _global_pool_shape(in_types: Sequence[TensorType], _a: object) -> tuple[TensorType, ...]:
     t = in_types[0]
+    float_only(t)
     if t.rank < 3:
         raise ShapeError(f"needs rank >= 3 (N, C, spatial...), got rank {t.rank}")
     return (TensorType(t.known_shape[:2] + (1,) * (t.rank - 2), t.dtype),)

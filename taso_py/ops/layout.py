@@ -73,7 +73,9 @@ class PadAttrs:
 
 def _positive_axis(a: AxisAttrs | SplitAttrs | FlattenAttrs, in_types: Sequence[TensorType]) -> object:
     rank = in_types[0].rank
-    return replace(a, axis=a.axis % (rank + 1) if isinstance(a, FlattenAttrs) else norm_axis(a.axis, rank))
+    if isinstance(a, FlattenAttrs):  # ONNX: axis in [-rank, rank], a negative one counts from the back
+        return replace(a, axis=a.axis + rank if a.axis < 0 else a.axis)
+    return replace(a, axis=norm_axis(a.axis, rank))
 
 
 def _axis(a: AxisAttrs | FlattenAttrs) -> dict[str, int]:
@@ -211,7 +213,7 @@ def _flatten_shape(in_types: Sequence[TensorType], a: FlattenAttrs) -> tuple[Ten
     s = in_types[0].known_shape
     if not -len(s) <= a.axis <= len(s):
         raise ShapeError(f"axis {a.axis} out of range for rank {len(s)}")
-    axis = a.axis % (len(s) + 1)
+    axis = a.axis + len(s) if a.axis < 0 else a.axis
     outer = int(np.prod(s[:axis], dtype=np.int64))
     return (TensorType((outer, int(np.prod(s[axis:], dtype=np.int64))), in_types[0].dtype),)
 

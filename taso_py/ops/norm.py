@@ -10,7 +10,7 @@ import numpy as np
 from taso_py.errors import ShapeError, Unsupported
 from taso_py.ops.elementwise import broadcast_shapes
 from taso_py.ops.onnx_map import ExportContext, ExportNode, ImportContext, OnnxMapping, direct_export
-from taso_py.ops.schema import Fusion, OpDef, norm_axis, same_dtype, set_attr
+from taso_py.ops.schema import Fusion, OpDef, float_only, norm_axis, same_dtype, set_attr
 from taso_py.types import TensorType
 
 
@@ -51,6 +51,7 @@ def _refuse_extra_outputs(ctx: ImportContext, count: int = 1) -> None:
 def _batchnorm_shape(in_types: Sequence[TensorType], _a: EpsAttrs) -> tuple[TensorType, ...]:
     same_dtype(in_types)
     x = in_types[0]
+    float_only(x)
     if x.rank < 2:
         raise ShapeError(f"x needs rank >= 2 (N, C, ...), got rank {x.rank}")
     c = x.known_shape[1]
@@ -77,6 +78,12 @@ def _import_batchnorm(ctx: ImportContext) -> tuple:
 
 
 # ---- softmax -----------------------------------------------------------------------------
+
+def _softmax_shape(in_types: Sequence[TensorType], a: SoftmaxAttrs) -> tuple[TensorType, ...]:
+    float_only(in_types[0])
+    norm_axis(a.axis, in_types[0].rank)
+    return (in_types[0],)
+
 
 def _softmax_ref(xs: Sequence[np.ndarray], a: SoftmaxAttrs) -> tuple[np.ndarray, ...]:
     x = xs[0].astype(np.float64)
@@ -114,6 +121,7 @@ def _export_softmax(ctx: ExportContext, node: ExportNode) -> None:
 
 def _layernorm_shape(in_types: Sequence[TensorType], a: LayerNormAttrs) -> tuple[TensorType, ...]:
     same_dtype(in_types)
+    float_only(in_types[0])
     x = in_types[0].known_shape
     normalized = x[norm_axis(a.axis, len(x)):]
     for name, t in zip(("scale", "bias"), in_types[1:]):
@@ -170,7 +178,7 @@ batchnorm = OpDef(
     doc="inference batch normalization over axis 1",
 )
 softmax = OpDef(
-    "softmax", ("x",), shape=lambda ts, _a: (ts[0],), ref=_softmax_ref, attrs=SoftmaxAttrs,
+    "softmax", ("x",), shape=_softmax_shape, ref=_softmax_ref, attrs=SoftmaxAttrs,
     normalize=_positive_axis, fusion=Fusion.OPAQUE,
     onnx=OnnxMapping({"Softmax": _import_softmax}, _export_softmax),
     doc="exp(x) / sum(exp(x)) along one axis",

@@ -132,3 +132,9 @@ def same_dtype(in_types: Sequence[TensorType]) -> None:
     dtypes = {t.dtype for t in in_types}
     if len(dtypes) > 1:
         raise ShapeError(f"element types differ: {', '.join(sorted(d.value for d in dtypes if d))}")
+
+
+def float_only(t: TensorType, also: Sequence[str] = ()) -> None:
+    """For operators ONNX defines on floating-point tensors only (and on the types in `also`)."""
+    if not t.dtype.is_float and t.dtype.value not in also:
+        raise ShapeError(f"needs a floating-point input, got {t.dtype.value}")

@@ -1,0 +1,210 @@
+"""The `taso` command: info, convert, and the bad-input contract — one line on stderr,
+exit 2, no traceback, nothing written, the input never modified."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from onnx import TensorProto, helper, numpy_helper
+
+from benchmarks import models
+from taso_py import __version__
+from taso_py.cli import main
+from taso_py.cli.info import summarize
+from taso_py.onnx_io import exporter, load_model
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "inception_v3_small.onnx"
+
+
+def taso(*args: str | Path):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def tiny(nodes: list, inputs: list, outputs: list, inits: list | None = None, opset: int = 17) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "tiny", inputs, outputs, inits or [])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def vi(name: str, shape: list | None, elem: int = TensorProto.FLOAT) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def save(model: onnx.ModelProto, path: Path) -> Path:
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def assert_bad_input(result, *fragments: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("taso: error: "), result.stderr
+    assert "Traceback" not in result.output
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def test_version_and_help() -> None:
+    assert taso("--version").output.strip() == f"taso, version {__version__}"
+    result = taso("--help")
+    assert result.exit_code == 0 and "info" in result.output and "convert" in result.output
+
+
+def test_console_script_runs_as_a_module() -> None:
+    proc = subprocess.run([sys.executable, "-m", "taso_py", "info", str(EXAMPLE), "--json"], capture_output=True,
+                          text=True, check=True)
+    assert json.loads(proc.stdout)["opaque_nodes"] == 0
+
+
+def test_info_json_on_the_example() -> None:
+    result = taso("info", EXAMPLE, "--json")
+    assert result.exit_code == 0
+    info = json.loads(result.stdout)
+    assert info["opaque_nodes"] == 0 and info["algebra_nodes"] == info["nodes"] > 100
+    assert info["ops"]["conv2d"] == 41 and info["opset"] == 17
+    assert info["inputs"] == [{"name": "input", "shape": [1, 3, 75, 75], "dtype": "float32"}]
+    assert info["parameters"] == 171_054
+
+
+def test_info_text_table() -> None:
+    result = taso("info", EXAMPLE)
+    assert result.exit_code == 0
+    assert "0 opaque" in result.stdout and "conv2d" in result.stdout and "1x3x75x75" in result.stdout
+
+
+@pytest.mark.parametrize("name", models.names())
+def test_info_reports_no_opaque_nodes_on_the_suite(name: str) -> None:
+    assert summarize(load_model(models.build(name, "small")))["opaque_nodes"] == 0
+
+
+def test_info_reports_opaque_nodes(tmp_path: Path) -> None:
+    k = numpy_helper.from_array(np.array([2], np.int64), "k")
+    model = tiny([helper.make_node("TopK", ["x", "k"], ["v", "i"]), helper.make_node("Relu", ["v"], ["y"])],
+                 [vi("x", [3, 5])], [vi("y", [3, 2]), vi("i", [3, 2], TensorProto.INT64)], [k])
+    info = json.loads(taso("info", save(model, tmp_path / "m.onnx"), "--json").stdout)
+    assert info["opaque_ops"] == {"TopK": 1} and info["ops"] == {"relu": 1}
+
+
+def test_convert_round_trips_and_checks(tmp_path: Path) -> None:
+    before = digest(EXAMPLE)
+    out = tmp_path / "out.onnx"
+    result = taso("convert", EXAMPLE, "-o", out, "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["check"]["ok"] and report["check"]["max_rel_error"] <= 1e-5
+    onnx.checker.check_model(str(out), full_check=True)
+    assert digest(EXAMPLE) == before
+
+
+def test_convert_refuses_to_overwrite_its_input(tmp_path: Path) -> None:
+    model = save(models.build("nasrnn", "small"), tmp_path / "m.onnx")
+    before = digest(model)
+    assert_bad_input(taso("convert", model, "-o", model), "refusing to overwrite")
+    assert digest(model) == before
+
+
+def test_convert_check_failure_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exporter that changes a weight: the ORT check says no (exit 1) and nothing is written."""
+    real = exporter.to_onnx
+
+    def corrupt(model: object) -> onnx.ModelProto:
+        proto = real(model)
+        w = next(t for t in proto.graph.initializer if t.data_type == TensorProto.FLOAT and len(t.dims) == 2)
+        w.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(w) + 1, w.name))
+        return proto
+
+    monkeypatch.setattr(exporter, "to_onnx", corrupt)
+    model = save(models.build("nasrnn", "small"), tmp_path / "m.onnx")
+    result = taso("convert", model, "-o", tmp_path / "out.onnx")
+    assert result.exit_code == 1
+    assert "differs from the original" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+def test_dynamic_dims_need_an_input_shape(tmp_path: Path) -> None:
+    w = numpy_helper.from_array(np.ones((3, 2), np.float32), "w")
+    model = save(tiny([helper.make_node("MatMul", ["x", "w"], ["y"])], [vi("x", ["batch", 3])], [vi("y", ["batch", 2])],
+                      [w]), tmp_path / "m.onnx")
+    assert_bad_input(taso("info", model), "dynamic dimensions", "axis 0 ('batch')", "--input-shape x=")
+    result = taso("info", model, "--input-shape", "x=5,3", "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["outputs"][0]["shape"] == [5, 2]
+    assert_bad_input(taso("info", model, "--input-shape", "x=5"), "has 1 dims")
+    assert_bad_input(taso("info", model, "--input-shape", "nope=5,3"), "inputs are: x")
+    assert_bad_input(taso("info", model, "--input-shape", "x:5,3"), "bad --input-shape")
+
+
+def _cyclic() -> onnx.ModelProto:
+    return tiny([helper.make_node("Add", ["x", "b"], ["a"]), helper.make_node("Relu", ["a"], ["b"])],
+                [vi("x", [2])], [vi("b", [2])])
+
+
+def _unknown_dtype() -> onnx.ModelProto:
+    return tiny([helper.make_node("Identity", ["x"], ["y"])], [vi("x", [2], TensorProto.COMPLEX64)],
+                [vi("y", [2], TensorProto.COMPLEX64)])
+
+
+def _shape_mismatch() -> onnx.ModelProto:
+    return tiny([helper.make_node("Add", ["x", "z"], ["y"])], [vi("x", [3]), vi("z", [4])], [vi("y", [3])])
+
+
+def _conv_channels() -> onnx.ModelProto:
+    w = numpy_helper.from_array(np.ones((8, 5, 3, 3), np.float32), "w")
+    return tiny([helper.make_node("Conv", ["x", "w"], ["y"])], [vi("x", [1, 3, 8, 8])], [vi("y", [1, 8, 6, 6])], [w])
+
+
+def _dangling() -> onnx.ModelProto:
+    return tiny([helper.make_node("Relu", ["ghost"], ["y"])], [vi("x", [2])], [vi("y", [2])])
+
+
+@pytest.mark.parametrize("build, fragments", [
+    (_cyclic, ("cycle",)),
+    (_unknown_dtype, ("COMPLEX64", "not support")),
+    (_shape_mismatch, ("add:", "do not broadcast")),
+    (_conv_channels, ("conv2d:", "groups=1 do not fit")),
+    (_dangling, ("'ghost'",)),
+], ids=["cycle", "dtype", "broadcast", "conv-channels", "dangling"])
+def test_bad_models(tmp_path: Path, build, fragments: tuple[str, ...]) -> None:
+    path = save(build(), tmp_path / "bad.onnx")
+    before = digest(path)
+    assert_bad_input(taso("info", path), *fragments)
+    assert_bad_input(taso("convert", path, "-o", tmp_path / "out.onnx"), *fragments)
+    assert digest(path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.onnx"]
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (None, "no such file"),
+    (b"", "empty file"),
+    (b"this is not a model\n" * 10, "not an ONNX model"),
+    (b"\x08\x07\x12\x04\xff\xff", "not an ONNX model"),
+    ("truncated", "not an ONNX model"),
+    ("tensor", "not an ONNX model"),
+], ids=["missing", "empty", "text", "garbage", "truncated", "tensor-proto"])
+def test_bad_files(tmp_path: Path, content: bytes | str | None, fragment: str) -> None:
+    path = tmp_path / "m.onnx"
+    if content == "truncated":
+        data = models.build("squeezenet", "small").SerializeToString()
+        path.write_bytes(data[: len(data) // 2])
+    elif content == "tensor":
+        path.write_bytes(numpy_helper.from_array(np.ones(3, np.float32), "t").SerializeToString())
+    elif content is not None:
+        path.write_bytes(content)
+    assert_bad_input(taso("info", path), fragment)
+    assert_bad_input(taso("convert", path, "-o", tmp_path / "out.onnx"), fragment)
+    assert not (tmp_path / "out.onnx").exists()
+
+
+def test_directory_and_missing_output_dir(tmp_path: Path) -> None:
+    assert_bad_input(taso("info", tmp_path), "not a file")
+    assert_bad_input(taso("convert", EXAMPLE, "-o", tmp_path / "nope" / "o.onnx"), "no such directory")
