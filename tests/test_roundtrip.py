@@ -136,3 +136,19 @@ def test_model_over_2gb_uses_external_data(tmp_path: Path) -> None:
     assert (tmp_path / "out.onnx.data").stat().st_size > 2**31
     feeds = random_feeds(imported.graph)
     assert max_rel(run(source, feeds), run(target, feeds)) == 0.0
+
+
+def test_opset_6_model_is_upgraded_with_the_version_converter() -> None:
+    from onnx import helper, numpy_helper
+
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])],
+        "old", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4, 8, 8])], [w])
+    original = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 6)])
+    imported, exported = roundtrip(original)
+    assert imported.opset == 7
+    assert sorted(n.kind for n in imported.graph.nodes.values()) == ["conv2d", "input", "relu", "weight"]
+    feeds = random_feeds(imported.graph)
+    assert max_rel(run(original, feeds), run(exported, feeds)) == 0.0

@@ -205,8 +205,14 @@ def _import_unsqueeze(ctx: ImportContext) -> tuple:
 
 
 def _export_reshape(ctx: ExportContext, node: ExportNode) -> None:
-    target = ctx.const(np.array(node.attrs.shape, np.int64), "shape")
-    ctx.emit("Reshape", [node.inputs[0], target], node.outputs)
+    shape, attrs = list(node.attrs.shape), {}
+    if 0 in shape:  # ONNX reads a 0 as "copy the input's dim" unless allowzero (opset 14) says otherwise
+        if ctx.opset >= 14:
+            attrs["allowzero"] = 1
+        elif shape.count(0) == 1:  # the tensor is empty: -1 infers the 0
+            shape[shape.index(0)] = -1
+    target = ctx.const(np.array(shape, np.int64), "shape")
+    ctx.emit("Reshape", [node.inputs[0], target], node.outputs, **attrs)
 
 
 def _flatten_shape(in_types: Sequence[TensorType], a: FlattenAttrs) -> tuple[TensorType, ...]:

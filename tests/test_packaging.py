@@ -1,0 +1,28 @@
+"""A non-editable install (`pip install .`) gives a working `taso` and the three packages."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_non_editable_install_runs(tmp_path: Path) -> None:
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                    "--target", str(target), str(ROOT)], check=True, capture_output=True)
+    for package in ("taso_py", "verifier", "codegen"):
+        assert (target / package / "__init__.py").is_file()
+    assert (target / "taso_py" / "ops" / "conv.py").is_file()
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    example = ROOT / "examples" / "inception_v3_small.onnx"
+    # run from an unrelated directory so the checkout itself is not importable
+    out = subprocess.run([str(target / "bin" / "taso"), "info", str(example), "--json"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, check=True)
+    assert '"opaque_nodes": 0' in out.stdout
+    version = subprocess.run([sys.executable, "-c", "import taso_py; print(taso_py.__file__)"], cwd=tmp_path,
+                             env=env, capture_output=True, text=True, check=True)
+    assert version.stdout.startswith(str(target))
