@@ -46,7 +46,7 @@ def feeds() -> dict[str, np.ndarray]:
 def test_build_infers_types_and_validates() -> None:
     g = validate(two_branch())
     assert g.type(g.outputs[0]) == TensorType((1, 8, 8, 8))
-    assert [n.kind for n in g.topo_order()][0] == "input"
+    assert g.topo_order()[0].kind == "input"
 
 
 def test_topological_order_puts_inputs_first() -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+from google.protobuf.message import EncodeError
 from onnx import helper, numpy_helper
 
 from taso_py.errors import InputError
@@ -23,16 +24,21 @@ from taso_py.onnx_io.reader import first_line
 from taso_py.ops.onnx_map import ExportNode
 
 EXTERNAL_DATA_BYTES = 1 << 30  # past this, weights go to a side file (protobuf's limit is 2 GB)
+EXTERNAL_TENSOR_BYTES = 1024  # in such a model, tensors this large or larger are external
+DATA_ALIGNMENT = 4096  # offsets of external tensors, so they can be memory-mapped
 PRODUCER = "taso-py"
 
 
 class _Writer:
     """ExportContext: collects nodes and initializers with fresh, collision-free names."""
 
-    def __init__(self, taken: set[str], opset: int) -> None:
+    def __init__(self, taken: set[str], opset: int, data_file: str | None) -> None:
         self.opset = opset
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
+        self.external: list[tuple[int, np.ndarray]] = []  # (offset in data_file, value)
+        self._data_file = data_file
+        self._data_size = 0
         self._taken = taken
         self._counter = 0
         self._consts: dict[tuple, str] = {}
@@ -62,7 +68,24 @@ class _Writer:
         return name
 
     def add_initializer(self, value: np.ndarray, name: str) -> None:
-        self.initializers.append(numpy_helper.from_array(np.asarray(value), name))
+        """Inline, or, for a model written with external data, a reference into `data_file`
+        (the weight itself is written by save_model: no protobuf ever holds it)."""
+        value = np.asarray(value)
+        if self._data_file is None or value.nbytes < EXTERNAL_TENSOR_BYTES:
+            self.initializers.append(numpy_helper.from_array(value, name))
+            return
+        self.initializers.append(external_tensor(name, value, self._data_file, self._data_size))
+        self.external.append((self._data_size, value))
+        self._data_size += -(-value.nbytes // DATA_ALIGNMENT) * DATA_ALIGNMENT
+
+
+def external_tensor(name: str, value: np.ndarray, location: str, offset: int) -> onnx.TensorProto:
+    """A TensorProto whose data lies in `location` at `offset` (written separately)."""
+    tensor = onnx.TensorProto(name=name, dims=value.shape, data_type=helper.np_dtype_to_tensor_dtype(value.dtype),
+                              data_location=onnx.TensorProto.EXTERNAL)
+    for key, v in (("location", location), ("offset", str(offset)), ("length", str(value.nbytes))):
+        tensor.external_data.add(key=key, value=v)
+    return tensor
 
 
 def _final_names(graph: Graph, live: set[int]) -> tuple[dict[Ref, str], list[tuple[str, str]]]:
@@ -91,14 +114,29 @@ def _value_info(name: str, t: Any) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(t.dtype.numpy), list(t.shape))
 
 
+def weight_bytes(graph: Graph) -> int:
+    live = graph.live_ids()
+    return sum(n.attrs.value.nbytes for n in graph.nodes.values() if n.op.name == "weight" and n.id in live)
+
+
 def to_onnx(model: OnnxModel | Graph) -> onnx.ModelProto:
-    """The ONNX model of a graph, at its origin's opset (or the default one for new graphs)."""
-    if isinstance(model, Graph):
-        model = OnnxModel(model)
+    """The ONNX model of a graph, at its origin's opset (or the default one for new graphs).
+
+    Models whose weights pass EXTERNAL_DATA_BYTES cannot be one protobuf: save them with save_model.
+    """
+    model = model if isinstance(model, OnnxModel) else OnnxModel(model)
+    if weight_bytes(model.graph) > EXTERNAL_DATA_BYTES:
+        raise InputError(f"model weights exceed {EXTERNAL_DATA_BYTES >> 20} MiB: write it with save_model, "
+                         "which keeps them in an external data file")
+    return _export(model, None)[0]
+
+
+def _export(model: OnnxModel, data_file: str | None) -> tuple[onnx.ModelProto, list[tuple[int, np.ndarray]]]:
+    """The model proto, and with `data_file` the large weights to write there at their offsets."""
     graph, origin = model.graph, model.origin
     live = graph.live_ids() | set(graph.input_ids)
     names, identities = _final_names(graph, live)
-    w = _Writer(set(names.values()) | set(graph.output_names), model.opset)
+    w = _Writer(set(names.values()) | set(graph.output_names), model.opset, data_file)
     inputs = []
     for node in graph.topo_order():
         if node.id not in live:
@@ -120,7 +158,7 @@ def to_onnx(model: OnnxModel | Graph) -> onnx.ModelProto:
     outputs = [_value_info(n, graph.type(r)) if graph.type(r).is_known else helper.make_empty_tensor_value_info(n)
                for r, n in zip(graph.outputs, graph.output_names)]
     proto = helper.make_graph(w.nodes, graph.name, inputs, outputs, w.initializers)
-    return _model(proto, origin)
+    return _model(proto, origin), w.external
 
 
 def _write_opaque(w: _Writer, a: Any, ins: list[str], outs: list[str]) -> None:
@@ -166,18 +204,15 @@ def save_model(model: OnnxModel | Graph | onnx.ModelProto, path: str | Path, *, 
     Nothing is left at `path` unless the whole model was written and, with `validate`,
     passed onnx's full check, and `before_publish` (given the staged file) did not raise.
     """
-    proto = model if isinstance(model, onnx.ModelProto) else to_onnx(model)
     path = Path(path)
     if not path.parent.is_dir():
         raise InputError(f"{path.parent}: no such directory")
-    large = sum(t.ByteSize() for t in proto.graph.initializer) > EXTERNAL_DATA_BYTES
     data_name = path.name + ".data"
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=".taso-") as tmp:
         staged = Path(tmp) / path.name
         try:
-            onnx.save_model(proto, str(staged), save_as_external_data=large, all_tensors_to_one_file=True,
-                            location=data_name, size_threshold=1024)
-        except (OSError, ValueError) as e:
+            large = _stage(model, staged, data_name)
+        except (OSError, ValueError, EncodeError) as e:
             raise InputError(f"{path}: cannot write ({first_line(e)})") from None
         if validate:
             check(staged)
@@ -187,3 +222,22 @@ def save_model(model: OnnxModel | Graph | onnx.ModelProto, path: str | Path, *, 
             os.replace(Path(tmp) / data_name, path.parent / data_name)
         os.replace(staged, path)
     return path
+
+
+def _stage(model: OnnxModel | Graph | onnx.ModelProto, staged: Path, data_name: str) -> bool:
+    """Write the model (and its data file when large) to `staged`; True when there is a data file."""
+    if isinstance(model, onnx.ModelProto):
+        large = sum(t.ByteSize() for t in model.graph.initializer) > EXTERNAL_DATA_BYTES
+        onnx.save_model(model, str(staged), save_as_external_data=large, all_tensors_to_one_file=True,
+                        location=data_name, size_threshold=EXTERNAL_TENSOR_BYTES)
+        return large
+    model = model if isinstance(model, OnnxModel) else OnnxModel(model)
+    large = weight_bytes(model.graph) > EXTERNAL_DATA_BYTES
+    proto, external = _export(model, data_name if large else None)
+    if large:
+        with open(staged.parent / data_name, "wb") as f:
+            for offset, value in external:
+                f.seek(offset)
+                f.write(np.ascontiguousarray(value, value.dtype.newbyteorder("<")).data)
+    onnx.save_model(proto, str(staged))
+    return large
