@@ -116,15 +116,15 @@ def test_convert_refuses_to_overwrite_its_input(tmp_path: Path) -> None:
 
 def test_convert_check_failure_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An exporter that changes a weight: the ORT check says no (exit 1) and nothing is written."""
-    real = exporter.to_onnx
+    real = exporter._export
 
-    def corrupt(model: object) -> onnx.ModelProto:
-        proto = real(model)
+    def corrupt(*args: object) -> tuple[onnx.ModelProto, list]:
+        proto, external = real(*args)
         w = next(t for t in proto.graph.initializer if t.data_type == TensorProto.FLOAT and len(t.dims) == 2)
         w.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(w) + 1, w.name))
-        return proto
+        return proto, external
 
-    monkeypatch.setattr(exporter, "to_onnx", corrupt)
+    monkeypatch.setattr(exporter, "_export", corrupt)
     model = save(models.build("nasrnn", "small"), tmp_path / "m.onnx")
     result = taso("convert", model, "-o", tmp_path / "out.onnx")
     assert result.exit_code == 1
