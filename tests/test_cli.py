@@ -208,3 +208,8 @@ def test_bad_files(tmp_path: Path, content: bytes | str | None, fragment: str) -
 def test_directory_and_missing_output_dir(tmp_path: Path) -> None:
     assert_bad_input(taso("info", tmp_path), "not a file")
     assert_bad_input(taso("convert", EXAMPLE, "-o", tmp_path / "nope" / "o.onnx"), "no such directory")
+
+
+def test_bundled_example_is_the_seeded_suite_model() -> None:
+    """`make example` regenerates it byte for byte."""
+    assert onnx.load(str(EXAMPLE)).SerializeToString() == models.build("inception_v3", "small").SerializeToString()

@@ -213,15 +213,7 @@ class OnnxBuilder:
         pads: IntOrPair = 0,
         ceil_mode: bool = False,
     ) -> str:
-        kh, kw = _pair(kernel)
-        return self.op(
-            "MaxPool",
-            [x],
-            kernel_shape=[kh, kw],
-            strides=list(_pair(stride)),
-            pads=_onnx_pads(pads, (kh, kw)),
-            ceil_mode=int(ceil_mode),
-        )
+        return self._pool("MaxPool", x, kernel, stride, pads, ceil_mode=int(ceil_mode))
 
     def avg_pool(
         self,
@@ -233,14 +225,12 @@ class OnnxBuilder:
         count_include_pad: bool,
     ) -> str:
         """AveragePool; callers must say how padding counts (PyTorch vs TF semantics differ)."""
+        return self._pool("AveragePool", x, kernel, stride, pads, count_include_pad=int(count_include_pad))
+
+    def _pool(self, op_type: str, x: str, kernel: IntOrPair, stride: IntOrPair, pads: IntOrPair, **extra: int) -> str:
         kh, kw = _pair(kernel)
         return self.op(
-            "AveragePool",
-            [x],
-            kernel_shape=[kh, kw],
-            strides=list(_pair(stride)),
-            pads=_onnx_pads(pads, (kh, kw)),
-            count_include_pad=int(count_include_pad),
+            op_type, [x], kernel_shape=[kh, kw], strides=list(_pair(stride)), pads=_onnx_pads(pads, (kh, kw)), **extra
         )
 
     def global_avg_pool(self, x: str) -> str:

@@ -37,7 +37,7 @@ def summarize(model: OnnxModel) -> dict:
 
 
 def _print(info: dict) -> None:
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)
     console.print(f"[bold]{info['model']}[/]  graph {info['graph']!r}, opset {info['opset']}"
                   + (f", from {info['producer']}" if info["producer"] else ""))
     console.print(f"{info['nodes']} nodes: {info['algebra_nodes']} in the algebra, {info['opaque_nodes']} opaque; "
@@ -51,10 +51,10 @@ def _print(info: dict) -> None:
             io.add_row(kind[:-1], t["name"], shape, t["dtype"] or "?")
     console.print(io)
     ops = Table(title="operators", title_justify="left")
-    for col, justify in (("operator", "left"), ("count", "right"), ("", "left")):
+    for col, justify in (("operator", "left"), ("count", "right"), ("kind", "left")):
         ops.add_column(col, justify=justify)
     for name, count in info["ops"].items():
-        ops.add_row(name, str(count), "")
+        ops.add_row(name, str(count), "algebra")
     for name, count in info["opaque_ops"].items():
         ops.add_row(name, str(count), "opaque")
     console.print(ops)
