@@ -31,15 +31,13 @@ def random_feeds(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
     return feeds
 
 
-def session(model: onnx.ModelProto | str | Path, threads: int = 0, optimize: bool = True) -> object:
+def session(model: onnx.ModelProto | str | Path, threads: int = 0) -> object:
     """An ORT CPU session; thread spinning is off so two sessions timed in turn don't fight."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    if not optimize:
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
     try:
         return ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])

@@ -66,7 +66,7 @@ def random_feeds(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
 def ceil_window_in_end_pad(graph: Graph) -> bool:
     """Whether a ceil-mode pool's last window starts in the end padding: ORT, onnx's reference
     and the spec drop that window, but onnx's shape inference (so its full check) keeps it."""
-    for node in graph:
+    for node in graph.nodes.values():
         a = node.attrs
         if node.kind in ("maxpool2d", "avgpool2d") and a.ceil_mode:
             sizes = graph.type(node.inputs[0]).known_shape[2:]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,9 +158,6 @@ class Graph:
 
     def __len__(self) -> int:
         return len(self.nodes)
-
-    def __iter__(self) -> Iterator[Node]:
-        return iter(self.topo_order())
 
     def users(self) -> dict[int, list[Node]]:
         """Node id -> the nodes that read any of its outputs."""

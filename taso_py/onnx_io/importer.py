@@ -307,8 +307,3 @@ class _NodeContext:
             refs = g.add(opdef, inputs, **attrs)
         self.created.update(r.node for r in refs)
         return refs
-
-    def weight(self, value: np.ndarray) -> Ref:
-        ref = self.tr.graph.add_weight(value)
-        self.created.add(ref.node)
-        return ref
