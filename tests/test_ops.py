@@ -441,7 +441,7 @@ def test_onnx_import_round_trip(op_type: str, args: list, kinds: set, opset: int
                                 attrs: dict) -> None:
     proto = one_node_model(op_type, args, opset, outputs, attrs)
     model = load_model(proto)
-    assert {n.kind for n in model.graph} - {"input", "weight"} == kinds
+    assert {n.kind for n in model.graph.nodes.values()} - {"input", "weight"} == kinds
     exported = to_onnx(model)
     assert exported.opset_import[0].version == opset
     feeds = random_feeds(model.graph)
