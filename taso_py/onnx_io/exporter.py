@@ -94,13 +94,12 @@ def _final_names(graph: Graph, live: set[int]) -> tuple[dict[Ref, str], list[tup
     names = {r: n.names[r.index] for n in graph.nodes.values() if n.id in live for r in n.outputs}
     taken = set(names.values())
     identities: list[tuple[str, str]] = []
-    renamed: set[Ref] = set()
+    renamed: set[Ref] = set()  # renamed to an earlier output's name: a second output gets an Identity
     for ref, out in zip(graph.outputs, graph.output_names):
         if names[ref] == out:
             renamed.add(ref)
             continue
-        kind = graph.node(ref).op.name
-        if ref not in renamed and out not in taken and kind != "input":
+        if ref not in renamed and out not in taken and graph.node(ref).op.name != "input":
             taken.discard(names[ref])
             names[ref] = out
             taken.add(out)
@@ -197,12 +196,12 @@ def check(model: onnx.ModelProto | str | Path) -> None:
         raise InputError(f"exported model fails onnx's checker: {first_line(e)}") from None
 
 
-def save_model(model: OnnxModel | Graph | onnx.ModelProto, path: str | Path, *, validate: bool = True,
+def save_model(model: OnnxModel | Graph, path: str | Path, *,
                before_publish: Callable[[Path], None] | None = None) -> Path:
     """Write atomically (a temp file, then rename), weights beside the model when large.
 
-    Nothing is left at `path` unless the whole model was written and, with `validate`,
-    passed onnx's full check, and `before_publish` (given the staged file) did not raise.
+    Nothing is left at `path` unless the whole model was written, passed onnx's full check,
+    and `before_publish` (given the staged file) did not raise.
     """
     path = Path(path)
     if not path.parent.is_dir():
@@ -214,8 +213,7 @@ def save_model(model: OnnxModel | Graph | onnx.ModelProto, path: str | Path, *, 
             large = _stage(model, staged, data_name)
         except (OSError, ValueError, EncodeError) as e:
             raise InputError(f"{path}: cannot write ({first_line(e)})") from None
-        if validate:
-            check(staged)
+        check(staged)
         if before_publish is not None:
             before_publish(staged)
         if large:
@@ -224,13 +222,8 @@ def save_model(model: OnnxModel | Graph | onnx.ModelProto, path: str | Path, *, 
     return path
 
 
-def _stage(model: OnnxModel | Graph | onnx.ModelProto, staged: Path, data_name: str) -> bool:
+def _stage(model: OnnxModel | Graph, staged: Path, data_name: str) -> bool:
     """Write the model (and its data file when large) to `staged`; True when there is a data file."""
-    if isinstance(model, onnx.ModelProto):
-        large = sum(t.ByteSize() for t in model.graph.initializer) > EXTERNAL_DATA_BYTES
-        onnx.save_model(model, str(staged), save_as_external_data=large, all_tensors_to_one_file=True,
-                        location=data_name, size_threshold=EXTERNAL_TENSOR_BYTES)
-        return large
     model = model if isinstance(model, OnnxModel) else OnnxModel(model)
     large = weight_bytes(model.graph) > EXTERNAL_DATA_BYTES
     proto, external = _export(model, data_name if large else None)

@@ -2,11 +2,12 @@
 
 Nodes are taken in dependency order (whatever order the file lists them in). A node is
 - folded, when all its inputs are constants (initializers, Constant nodes, shapes of
-  static tensors...): onnx's reference evaluator computes it, so weight subgraphs such as
+  static tensors...): it runs alone in ONNX Runtime, so weight subgraphs such as
   ConstantOfShape or Shape->Gather->Concat->Reshape vanish at import;
 - passed through, for Identity and inference-time Dropout;
 - translated by the op table's ONNX mapping, when its op type is in the algebra;
 - otherwise kept opaque: byte for byte, exported back unchanged.
+Algebra nodes left with only weights as inputs (Gemm's transposed B, say) are folded last.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from onnx import helper, numpy_helper
 
 from taso_py import ops
 from taso_py.errors import InputError, TasoError, Unsupported
-from taso_py.graph import Graph, Ref, validate
+from taso_py.graph import Graph, Ref, fold_constants, validate
 from taso_py.onnx_io.model import OnnxModel, OnnxOrigin
 from taso_py.onnx_io.reader import Prepared, default_opset, first_line, prepare
 from taso_py.onnx_io.scopes import node_label, outer_names, subgraphs
@@ -94,8 +95,8 @@ class _Translator:
         self.refs: dict[str, Ref] = {}
         self.consts: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
         self.consts.update(prepared.weights)
-        g = model.graph
-        self.types = {v.name: type_of(v) for v in [*g.value_info, *g.input, *g.output]}
+        g, inferred = model.graph, prepared.inferred.graph
+        self.types = {v.name: type_of(v) for v in [*inferred.value_info, *inferred.input, *inferred.output]}
         self.used = {n for node in g.node for n in [*node.input, *outer_names(node)] if n} | {o.name for o in g.output}
         self.importers = ops.onnx_importers()
         self.notes: list[str] = []
@@ -107,15 +108,16 @@ class _Translator:
                 dtype_of(value.type.tensor_type.elem_type, f"input {value.name!r}")
             self.refs[value.name] = self.graph.add_input(value.name, t)
         opaque: Counter[str] = Counter()
-        for node, original in zip(self.model.graph.node, self.prepared.originals):
+        for node in self.model.graph.node:
             try:
-                kept_opaque = self._translate(node, original)
+                kept_opaque = self._translate(node)
             except TasoError as e:
                 raise type(e)(f"{node_label(node)}: {e}") from None
             if kept_opaque:
                 opaque[node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}::{node.op_type}"] += 1
         outputs = [o.name for o in self.model.graph.output]
         self.graph.set_outputs([self._ref(name) for name in outputs], outputs)
+        fold_constants(self.graph)
         self.graph.remove_unused()
         if opaque:
             log.warning("kept %d node(s) outside the algebra as opaque: %s", sum(opaque.values()),
@@ -137,8 +139,8 @@ class _Translator:
             return self.graph.type(self.refs[name])
         return self.types.get(name, TensorType(None, None))
 
-    def _translate(self, node: onnx.NodeProto, original: onnx.NodeProto) -> bool:
-        """Translate one node; True when it had to stay opaque (as `original`, the node as read)."""
+    def _translate(self, node: onnx.NodeProto) -> bool:
+        """Translate one node; True when it had to stay opaque."""
         default = node.domain in DEFAULT_DOMAINS
         if default and self._fold(node):
             return False
@@ -153,7 +155,7 @@ class _Translator:
             else:
                 self._bind(node, refs, ctx.created)
                 return False
-        self._add_opaque(original)
+        self._add_opaque(node)
         return True
 
     def _fold(self, node: onnx.NodeProto) -> bool:
@@ -294,16 +296,6 @@ class _NodeContext:
         return i < len(self.node.output) and self.node.output[i] in self.tr.used
 
     def add(self, op: str, inputs: Sequence[Ref], **attrs: Any) -> tuple[Ref, ...]:
-        """Add an IR node; one whose inputs are all weights is computed right away."""
-        g = self.tr.graph
-        opdef = ops.get(op)
-        values = [g.weight(r) for r in inputs]
-        if opdef.algebra and all(v is not None for v in values):
-            in_types = [g.type(r) for r in inputs]
-            attrs_obj = opdef.make_attrs(**attrs)
-            opdef.infer(in_types, attrs_obj)
-            refs = tuple(g.add_weight(v) for v in opdef.evaluate(values, opdef.canonical(attrs_obj, in_types)))
-        else:
-            refs = g.add(opdef, inputs, **attrs)
+        refs = self.tr.graph.add(op, inputs, **attrs)
         self.created.update(r.node for r in refs)
         return refs

@@ -172,11 +172,10 @@ class Prepared:
     of the same name: the checker and shape inference then never serialize the weights.
     """
 
-    skeleton: onnx.ModelProto
+    skeleton: onnx.ModelProto  # nodes as read: shape inference does not annotate their subgraphs
     weights: dict[str, np.ndarray]
     path: Path | None
-    originals: list[onnx.NodeProto]  # the skeleton's nodes as read, before shape inference
-                                      # annotated their subgraphs (opaque nodes are kept as read)
+    inferred: onnx.ModelProto | None = None  # the skeleton after shape inference: its value types
 
     def real_inputs(self) -> list[onnx.ValueInfoProto]:
         constants = set(self.weights) | {t.name for t in self.skeleton.graph.initializer}
@@ -220,8 +219,7 @@ def prepare(source: str | Path | onnx.ModelProto, input_shapes: Mapping[str, Seq
         model = upgrade(model)
     skeleton, weights = split_weights(model, path)
     check_model(skeleton)
-    prepared = Prepared(skeleton, weights, path, [onnx.NodeProto.FromString(n.SerializeToString())
-                                                  for n in skeleton.graph.node])
+    prepared = Prepared(skeleton, weights, path)
     fix_input_shapes(prepared.real_inputs(), input_shapes or {})
-    prepared.skeleton = infer_shapes(skeleton)
+    prepared.inferred = infer_shapes(skeleton)
     return prepared

@@ -17,7 +17,7 @@ from taso_py.ops.onnx_map import (
     direct_export,
     direct_import,
 )
-from taso_py.ops.schema import Fusion, OpDef, same_dtype
+from taso_py.ops.schema import Fusion, OpDef, float_only, same_dtype
 from taso_py.types import TensorType
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -28,8 +28,7 @@ def _same_type(in_types: Sequence[TensorType], _attrs: object) -> tuple[TensorTy
 
 
 def _float_type(in_types: Sequence[TensorType], attrs: object) -> tuple[TensorType, ...]:
-    if not in_types[0].dtype.is_float:
-        raise ShapeError(f"needs a floating-point input, got {in_types[0].dtype.value}")
+    float_only(in_types[0])
     return _same_type(in_types, attrs)
 
 

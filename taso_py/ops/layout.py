@@ -73,9 +73,16 @@ class PadAttrs:
 
 def _positive_axis(a: AxisAttrs | SplitAttrs | FlattenAttrs, in_types: Sequence[TensorType]) -> object:
     rank = in_types[0].rank
-    if isinstance(a, FlattenAttrs):  # ONNX: axis in [-rank, rank], a negative one counts from the back
-        return replace(a, axis=a.axis + rank if a.axis < 0 else a.axis)
+    if isinstance(a, FlattenAttrs):
+        return replace(a, axis=_flatten_axis(a.axis, rank))
     return replace(a, axis=norm_axis(a.axis, rank))
+
+
+def _flatten_axis(axis: int, rank: int) -> int:
+    """ONNX Flatten's axis lies in [-rank, rank]; a negative one counts from the back."""
+    if not -rank <= axis <= rank:
+        raise ShapeError(f"axis {axis} out of range for rank {rank}")
+    return axis + rank if axis < 0 else axis
 
 
 def _axis(a: AxisAttrs | FlattenAttrs) -> dict[str, int]:
@@ -217,9 +224,7 @@ def _export_reshape(ctx: ExportContext, node: ExportNode) -> None:
 
 def _flatten_shape(in_types: Sequence[TensorType], a: FlattenAttrs) -> tuple[TensorType, ...]:
     s = in_types[0].known_shape
-    if not -len(s) <= a.axis <= len(s):
-        raise ShapeError(f"axis {a.axis} out of range for rank {len(s)}")
-    axis = a.axis + len(s) if a.axis < 0 else a.axis
+    axis = _flatten_axis(a.axis, len(s))
     outer = int(np.prod(s[:axis], dtype=np.int64))
     return (TensorType((outer, int(np.prod(s[axis:], dtype=np.int64))), in_types[0].dtype),)
 

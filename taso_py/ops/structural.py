@@ -75,7 +75,7 @@ def run_onnx_node(node: onnx.NodeProto, feeds: dict[str, np.ndarray], opsets: Se
                   ) -> tuple[np.ndarray, ...]:
     """Run one ONNX node alone: in ONNX Runtime, or in onnx's reference evaluator for an op
     that ORT cannot load. Either raises its own error types when the node cannot run."""
-    import onnxruntime as ort
+    from taso_py.runtime import session  # lazily: runtime imports the graph IR, which imports this table
 
     graph = helper.make_graph(
         [node], "single",
@@ -85,14 +85,12 @@ def run_onnx_node(node: onnx.NodeProto, feeds: dict[str, np.ndarray], opsets: Se
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
     model.ir_version = helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
     try:
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    except Exception:
+        single = session(model, threads=1)
+    except InputError:  # ORT cannot load the op
         from onnx.reference import ReferenceEvaluator
 
         return tuple(np.asarray(o) for o in ReferenceEvaluator(model).run(None, feeds))
-    return tuple(np.asarray(o) for o in session.run(None, feeds))
+    return tuple(np.asarray(o) for o in single.run(None, feeds))
 
 
 def _opaque_ref(xs: Sequence[np.ndarray], a: OpaqueAttrs) -> tuple[np.ndarray, ...]:
