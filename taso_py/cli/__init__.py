@@ -8,6 +8,7 @@ from taso_py import __version__
 from taso_py.cli.common import TasoGroup, setup_logging
 from taso_py.cli.convert import convert
 from taso_py.cli.info import info
+from taso_py.cli.verify import axioms, verify_rule
 
 
 @click.group(cls=TasoGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -20,3 +21,5 @@ def main(verbose: int) -> None:
 
 main.add_command(info)
 main.add_command(convert)
+main.add_command(verify_rule)
+main.add_command(axioms)

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from taso_py.errors import InputError
 from taso_py.ops import constants, conv, elementwise, layout, linalg, norm, structural
-from taso_py.ops.schema import Fusion, NoAttrs, OpDef
+from taso_py.ops.schema import Axiom, Fusion, NoAttrs, OpDef
 
 OPS: dict[str, OpDef] = {
     op.name: op
     for family in (elementwise, linalg, conv, layout, norm, constants, structural)
     for op in family.OPS
+}
+
+AXIOMS: dict[str, Axiom] = {
+    axiom.name: axiom for family in (elementwise, linalg, conv, layout, norm) for axiom in family.AXIOMS
 }
 
 
@@ -41,4 +45,4 @@ def onnx_importers() -> dict[str, object]:
     return table
 
 
-__all__ = ["OPS", "Fusion", "NoAttrs", "OpDef", "algebra_names", "get", "onnx_importers"]
+__all__ = ["AXIOMS", "OPS", "Axiom", "Fusion", "NoAttrs", "OpDef", "algebra_names", "get", "onnx_importers"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import onnx.numpy_helper
@@ -11,6 +13,7 @@ import onnx.numpy_helper
 from taso_py.errors import AttrError
 from taso_py.ops.onnx_map import ExportContext, ExportNode, OnnxMapping
 from taso_py.ops.schema import Fusion, OpDef, int_tuple, set_attr
+from taso_py.ops.symbolic import Arith, ScalarDomain, SymShape, as_objects
 from taso_py.types import DType, TensorType
 
 
@@ -78,8 +81,15 @@ def _averaging_kernel(a: KernelAttrs) -> np.ndarray:
     return np.full((a.channels, 1, *a.kernel), 1.0 / (a.kernel[0] * a.kernel[1]), a.dtype)
 
 
-def constant(name: str, attrs: type, make: Callable[[object], np.ndarray], doc: str) -> OpDef:
-    """A zero-input operator whose value depends only on its attributes."""
+def constant(name: str, attrs: type, make: Callable[[object], np.ndarray],
+             sym_shape: Callable[[Any, Arith], tuple], doc: str, exact: Callable[[Any], Any] | None = None) -> OpDef:
+    """A zero-input operator whose value depends only on its attributes.
+
+    `sym_shape(attrs, A)` gives its shape and conditions; `exact(attrs)` its value as exact
+    numbers where the float value is rounded (the averaging kernel's 1/k)."""
+
+    def sym_value(_xs: Sequence[np.ndarray], a: Any, D: ScalarDomain) -> tuple[np.ndarray, ...]:
+        return (as_objects(exact(a) if exact else make(a).astype(np.int64), D),)
 
     def shape(_in: Sequence[TensorType], a: object) -> tuple[TensorType, ...]:
         value = make(a)
@@ -88,13 +98,26 @@ def constant(name: str, attrs: type, make: Callable[[object], np.ndarray], doc: 
     def export(ctx: ExportContext, node: ExportNode) -> None:
         ctx.emit("Constant", [], node.outputs, value=onnx.numpy_helper.from_array(make(node.attrs)))
 
+    def model(_s: Sequence[tuple], a: Any, A: Arith) -> SymShape:
+        out, conds = sym_shape(a, A)
+        return (out,), conds
+
     return OpDef(name, (), shape=shape, ref=lambda _xs, a: (make(a),), attrs=attrs, fusion=Fusion.INJECTIVE,
-                 onnx=OnnxMapping({}, export), doc=doc)
+                 onnx=OnnxMapping({}, export), sym_shape=model, sym_value=sym_value, doc=doc)
 
 
-const_iconv = constant("const_iconv", GroupedKernelAttrs, _identity_kernel, "identity convolution kernel")
-const_pool = constant("const_pool", KernelAttrs, _averaging_kernel, "averaging depthwise kernel")
-const_imm = constant("const_imm", MatrixAttrs, lambda a: np.eye(a.n, dtype=a.dtype), "identity matrix")
-const_one = constant("const_one", FillAttrs, lambda a: np.ones(a.shape, a.dtype), "all-ones tensor")
+const_iconv = constant(
+    "const_iconv", GroupedKernelAttrs, _identity_kernel,
+    lambda a, A: ((a.channels, A.div(a.channels, a.groups), *a.kernel),
+                  (a.groups >= 1, A.mod(a.channels, a.groups) == 0)),
+    "identity convolution kernel")
+const_pool = constant(
+    "const_pool", KernelAttrs, _averaging_kernel, lambda a, A: ((a.channels, 1, *a.kernel), ()),
+    "averaging depthwise kernel",
+    exact=lambda a: np.full((a.channels, 1, *a.kernel), Fraction(1, a.kernel[0] * a.kernel[1]), dtype=object))
+const_imm = constant("const_imm", MatrixAttrs, lambda a: np.eye(a.n, dtype=a.dtype), lambda a, A: ((a.n, a.n), ()),
+                     "identity matrix")
+const_one = constant("const_one", FillAttrs, lambda a: np.ones(a.shape, a.dtype), lambda a, A: (tuple(a.shape), ()),
+                     "all-ones tensor")
 
 OPS = (const_iconv, const_pool, const_imm, const_one)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -18,7 +19,8 @@ from taso_py.ops.onnx_map import (
     direct_export,
     direct_import,
 )
-from taso_py.ops.schema import Fusion, OpDef, float_only, int_tuple, same_dtype, set_attr
+from taso_py.ops.schema import Axiom, Fusion, OpDef, float_only, int_tuple, same_dtype, set_attr
+from taso_py.ops.symbolic import Arith, ScalarDomain, SymShape, window
 from taso_py.types import TensorType
 
 ACTS = ("none", *ACTIVATIONS)
@@ -120,6 +122,32 @@ def _windows(x: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int],
 
 
 def _conv_ref(xs: Sequence[np.ndarray], a: Conv2dAttrs) -> tuple[np.ndarray, ...]:
+    out = _convolve(xs, a)
+    if a.act != "none":
+        (out,) = ACTIVATIONS[a.act].evaluate([out], None)
+    return (out.astype(xs[0].dtype, copy=False),)
+
+
+def _conv_sym(xs: Sequence[np.ndarray], a: Conv2dAttrs, D: ScalarDomain) -> tuple[np.ndarray, ...]:
+    out = _convolve(xs, a)
+    return ACTIVATIONS[a.act].sym_value([out], None, D) if a.act != "none" else (out,)
+
+
+def _sym_conv(s: Sequence[tuple], a: Conv2dAttrs, A: Arith) -> SymShape | None:
+    if len(s[0]) != 4 or len(s[1]) != 4 or (len(s) == 3 and len(s[2]) != 1):
+        return None
+    (n, c, h, w), (o, cg, kh, kw) = s[0], s[1]
+    ho, fits_h = window(A, h, kh, a.stride[0], a.pad[0], a.pad[2], a.dilation[0])
+    wo, fits_w = window(A, w, kw, a.stride[1], a.pad[1], a.pad[3], a.dilation[1])
+    conds = (*fits_h, *fits_w, a.groups >= 1, cg * a.groups == c, A.mod(o, a.groups) == 0,
+             *(v >= 1 for v in (*a.stride, *a.dilation)), *(p >= 0 for p in a.pad))
+    if len(s) == 3:
+        conds += (s[2][0] == o,)
+    return ((n, o, ho, wo),), conds
+
+
+def _convolve(xs: Sequence[np.ndarray], a: Conv2dAttrs) -> np.ndarray:
+    """Convolution and bias, written with numpy calls that also work on object arrays."""
     x, w = xs[0], xs[1]
     n, _c = x.shape[:2]
     o, cg, kh, kw = w.shape
@@ -133,9 +161,7 @@ def _conv_ref(xs: Sequence[np.ndarray], a: Conv2dAttrs) -> tuple[np.ndarray, ...
     out = out.reshape(n, o, ho, wo)
     if len(xs) == 3:
         out = out + xs[2].reshape(1, o, 1, 1)
-    if a.act != "none":
-        (out,) = ACTIVATIONS[a.act].evaluate([out], None)
-    return (out.astype(x.dtype, copy=False),)
+    return out
 
 
 def _pool_shape(in_types: Sequence[TensorType], a: MaxPoolAttrs) -> tuple[TensorType, ...]:
@@ -183,12 +209,76 @@ def _avgpool_ref(xs: Sequence[np.ndarray], a: AvgPoolAttrs) -> tuple[np.ndarray,
     return ((sums / counts).astype(x.dtype),)
 
 
+def _sym_pool(s: Sequence[tuple], a: MaxPoolAttrs, A: Arith) -> SymShape | None:
+    """The verifier models floor mode only."""
+    if len(s[0]) != 4:
+        return None
+    n, c, h, w = s[0]
+    ho, fits_h = window(A, h, a.kernel[0], a.stride[0], a.pad[0], a.pad[2])
+    wo, fits_w = window(A, w, a.kernel[1], a.stride[1], a.pad[1], a.pad[3])
+    conds = (*fits_h, *fits_w, A.not_(a.ceil_mode), *(v >= 1 for v in (*a.kernel, *a.stride)),
+             *(p >= 0 for p in a.pad), *(p < k for p, k in zip(a.pad, a.kernel * 2)))
+    return ((n, c, ho, wo),), conds
+
+
+def _pool_cells(x: np.ndarray, a: MaxPoolAttrs) -> tuple[tuple[int, int], dict]:
+    """For each output position (floor mode) the list of input cells its window covers."""
+    h, w = x.shape[2:]
+    ho = (h + a.pad[0] + a.pad[2] - a.kernel[0]) // a.stride[0] + 1
+    wo = (w + a.pad[1] + a.pad[3] - a.kernel[1]) // a.stride[1] + 1
+    cells = {}
+    for i in range(ho):
+        for j in range(wo):
+            rows = range(i * a.stride[0] - a.pad[0], i * a.stride[0] - a.pad[0] + a.kernel[0])
+            cols = range(j * a.stride[1] - a.pad[1], j * a.stride[1] - a.pad[1] + a.kernel[1])
+            cells[i, j] = [(r, q) for r in rows for q in cols if 0 <= r < h and 0 <= q < w]
+    return (ho, wo), cells
+
+
+def _pool_sym(x: np.ndarray, a: MaxPoolAttrs, reduce: object) -> np.ndarray:
+    (ho, wo), cells = _pool_cells(x, a)
+    out = np.empty((*x.shape[:2], ho, wo), dtype=object)
+    for n, c in np.ndindex(x.shape[:2]):
+        for (i, j), where in cells.items():
+            out[n, c, i, j] = reduce([x[n, c, r, q] for r, q in where])  # type: ignore[operator]
+    return out
+
+
+def _maxpool_sym(xs: Sequence[np.ndarray], a: MaxPoolAttrs, D: ScalarDomain) -> tuple[np.ndarray, ...]:
+    def biggest(values: list) -> object:
+        top = values[0]
+        for v in values[1:]:
+            top = D.max(top, v)
+        return top
+
+    return (_pool_sym(xs[0], a, biggest),)
+
+
+def _avgpool_sym(xs: Sequence[np.ndarray], a: AvgPoolAttrs, D: ScalarDomain) -> tuple[np.ndarray, ...]:
+    area = a.kernel[0] * a.kernel[1]
+    return (_pool_sym(xs[0], a, lambda v: sum(v[1:], v[0]) * D.const(Fraction(1, area if a.count_include_pad
+                                                                                else len(v)))),)
+
+
 def _global_pool_shape(in_types: Sequence[TensorType], _a: object) -> tuple[TensorType, ...]:
     t = in_types[0]
     float_only(t)
     if t.rank < 3:
         raise ShapeError(f"needs rank >= 3 (N, C, spatial...), got rank {t.rank}")
     return (TensorType(t.known_shape[:2] + (1,) * (t.rank - 2), t.dtype),)
+
+
+def _sym_global_pool(s: Sequence[tuple], _a: object, A: Arith) -> SymShape | None:
+    if len(s[0]) < 3:
+        return None
+    return ((*s[0][:2], *(1,) * (len(s[0]) - 2)),), ()
+
+
+def _global_pool_sym(xs: Sequence[np.ndarray], _a: object, D: ScalarDomain) -> tuple[np.ndarray, ...]:
+    x = xs[0]
+    axes = tuple(range(2, x.ndim))
+    count = int(np.prod(x.shape[2:]))
+    return (x.sum(axis=axes, keepdims=True) * D.const(Fraction(1, count)),)
 
 
 def _global_pool_ref(xs: Sequence[np.ndarray], _a: object) -> tuple[np.ndarray, ...]:
@@ -203,6 +293,14 @@ def _enlarge_shape(in_types: Sequence[TensorType], a: EnlargeAttrs) -> tuple[Ten
         if want < have or (want - have) % 2:
             raise ShapeError(f"cannot center a {kh}x{kw} kernel in {a.kernel[0]}x{a.kernel[1]}")
     return (TensorType((o, i, *a.kernel), in_types[0].dtype),)
+
+
+def _sym_enlarge(s: Sequence[tuple], a: EnlargeAttrs, A: Arith) -> SymShape | None:
+    if len(s[0]) != 4:
+        return None
+    o, i, kh, kw = s[0]
+    conds = tuple(c for have, want in zip((kh, kw), a.kernel) for c in (want >= have, A.mod(want - have, 2) == 0))
+    return ((o, i, *a.kernel),), conds
 
 
 def _enlarge_pads(shape: tuple[int, ...], a: EnlargeAttrs) -> tuple[int, int]:
@@ -301,29 +399,84 @@ def _pool_export(op_type: str) -> object:
 conv2d = OpDef(
     "conv2d", ("x", "w", "b"), optional=1, shape=_conv_shape, ref=_conv_ref, attrs=Conv2dAttrs,
     fusion=Fusion.COMPLEX_OUT_FUSABLE, onnx=OnnxMapping({"Conv": _import_conv}, _export_conv),
+    sym_shape=_sym_conv, sym_value=_conv_sym,
     doc="2-D convolution, NCHW x and OIHW weight, optional bias, groups, fused activation",
 )
 maxpool2d = OpDef(
     "maxpool2d", ("x",), shape=_pool_shape, ref=_maxpool_ref, attrs=MaxPoolAttrs,
     fusion=Fusion.COMPLEX_OUT_FUSABLE,
     onnx=OnnxMapping({"MaxPool": _pool_import("maxpool2d")}, _pool_export("MaxPool")),
+    sym_shape=_sym_pool, sym_value=_maxpool_sym,
     doc="2-D max pooling",
 )
 avgpool2d = OpDef(
     "avgpool2d", ("x",), shape=_pool_shape, ref=_avgpool_ref, attrs=AvgPoolAttrs,
     fusion=Fusion.COMPLEX_OUT_FUSABLE,
     onnx=OnnxMapping({"AveragePool": _pool_import("avgpool2d")}, _pool_export("AveragePool")),
+    sym_shape=_sym_pool, sym_value=_avgpool_sym,
     doc="2-D average pooling; count_include_pad says whether pads count in the divisor",
 )
 global_avgpool = OpDef(
     "global_avgpool", ("x",), shape=_global_pool_shape, ref=_global_pool_ref, fusion=Fusion.REDUCTION,
     onnx=OnnxMapping({"GlobalAveragePool": direct_import("global_avgpool")}, direct_export("GlobalAveragePool")),
+    sym_shape=_sym_global_pool, sym_value=_global_pool_sym,
     doc="mean over all spatial positions, keeping them as size-1 dims",
 )
 enlarge = OpDef(
     "enlarge", ("w",), shape=_enlarge_shape, ref=_enlarge_ref, attrs=EnlargeAttrs, fusion=Fusion.INJECTIVE,
     onnx=OnnxMapping({}, _export_enlarge),
+    sym_shape=_sym_enlarge, sym_value=lambda xs, a, _D: _enlarge_ref(xs, a),
     doc="zero-pad a conv kernel, centered, to a larger kernel size (TASO's enlarge)",
 )
 
 OPS = (conv2d, maxpool2d, avgpool2d, global_avgpool, enlarge)
+
+_CONV = "stride=[?sh, ?sw], pad=[?pt, ?pl, ?pb, ?pr], dilation=[?dh, ?dw], groups=?g"  # any convolution
+_CONV1 = "stride=[?sh, ?sw], pad=[?pt, ?pl, ?pb, ?pr], dilation=[?dh, ?dw]"  # groups=1
+_POOL = "kernel=[?kh, ?kw], stride=[?sh, ?sw], pad=[?pt, ?pl, ?pb, ?pr]"
+_SAME = "rank(a) == rank(b), dim(a, 0) == dim(b, 0), dim(a, 1) == dim(b, 1), dim(a, 2) == dim(b, 2), "\
+        "dim(a, 3) == dim(b, 3)"
+
+AXIOMS = (
+    *(Axiom(f"conv-{act}", f"{act}(conv2d(x, w, {_CONV})) == conv2d(x, w, {_CONV}, act={act})",
+            f"a {act} after a convolution fuses into it") for act in ACTIVATIONS),
+    *(Axiom(f"conv-bias-{act}", f"{act}(conv2d(x, w, b, {_CONV})) == conv2d(x, w, b, {_CONV}, act={act})")
+      for act in ACTIVATIONS),
+    Axiom("conv-add-weights", f"conv2d(x, add(a, b), {_CONV}) == add(conv2d(x, a, {_CONV}), conv2d(x, b, {_CONV})) "
+          f"where {_SAME}", "convolution is linear in the weights"),
+    Axiom("conv-add-input", f"conv2d(add(a, b), w, {_CONV}) == add(conv2d(a, w, {_CONV}), conv2d(b, w, {_CONV})) "
+          f"where {_SAME}", "convolution is linear in the input"),
+    Axiom("conv-scalar-input", f"conv2d(scalar_mul(x, scale=?s), w, {_CONV}) == "
+          f"scalar_mul(conv2d(x, w, {_CONV}), scale=?s)"),
+    Axiom("conv-scalar-weights", f"conv2d(x, scalar_mul(w, scale=?s), {_CONV}) == "
+          f"scalar_mul(conv2d(x, w, {_CONV}), scale=?s)"),
+    Axiom("conv-concat-weights", f"conv2d(x, concat(a, b, axis=0), {_CONV1}) == "
+          f"concat(conv2d(x, a, {_CONV1}), conv2d(x, b, {_CONV1}), axis=1)",
+          "output channels are independent: two convolutions of one input are one with stacked kernels"),
+    Axiom("conv-concat-batch", f"conv2d(concat(a, b, axis=0), w, {_CONV}) == "
+          f"concat(conv2d(a, w, {_CONV}), conv2d(b, w, {_CONV}), axis=0)"),
+    Axiom("conv-concat-channels", f"conv2d(concat(a, b, axis=1), concat(c, d, axis=1), {_CONV1}) == "
+          f"add(conv2d(a, c, {_CONV1}), conv2d(b, d, {_CONV1})) where dim(a, 1) == dim(c, 1)",
+          "input channels contribute a sum"),
+    Axiom("conv-groups-concat", f"conv2d(concat(a, b, axis=1), concat(c, d, axis=0), {_CONV1}, groups=2) == "
+          f"concat(conv2d(a, c, {_CONV1}), conv2d(b, d, {_CONV1}), axis=1) "
+          "where dim(a, 1) == dim(b, 1), dim(c, 0) == dim(d, 0)",
+          "two equal halves make a grouped convolution: only when the shapes line up"),
+    Axiom("conv-enlarge", f"conv2d(x, enlarge(w, kernel=[?kh, ?kw]), stride=[?sh, ?sw], pad=[?pt, ?pl, ?pb, ?pr], "
+          "groups=?g) == conv2d(x, w, stride=[?sh, ?sw], pad=[?pt - (?kh - dim(w, 2)) // 2, "
+          "?pl - (?kw - dim(w, 3)) // 2, ?pb - (?kh - dim(w, 2)) // 2, ?pr - (?kw - dim(w, 3)) // 2], groups=?g) "
+          "where ?pt >= (?kh - dim(w, 2)) // 2, ?pb >= (?kh - dim(w, 2)) // 2, ?pl >= (?kw - dim(w, 3)) // 2, "
+          "?pr >= (?kw - dim(w, 3)) // 2",
+          "a kernel padded with zeros reads the same cells when the input padding shrinks to match"),
+    Axiom("conv-identity", "conv2d(x, const_iconv(channels=?c, kernel=[?kh, ?kw], groups=?g), "
+          "pad=[?kh // 2, ?kw // 2, ?kh // 2, ?kw // 2], groups=?g) == x "
+          "where ?c == dim(x, 1), ?kh % 2 == 1, ?kw % 2 == 1", "the identity kernel"),
+    Axiom("avgpool-as-conv", f"avgpool2d(x, {_POOL}, count_include_pad=true) == "
+          f"conv2d(x, const_pool(channels=dim(x, 1), kernel=[?kh, ?kw]), stride=[?sh, ?sw], "
+          "pad=[?pt, ?pl, ?pb, ?pr], groups=dim(x, 1))", "average pooling is a depthwise convolution"),
+    *(Axiom(f"{pool}-concat", f"{pool}(concat(a, b, axis=?k), {_POOL}) == "
+            f"concat({pool}(a, {_POOL}), {pool}(b, {_POOL}), axis=?k) where ?k <= 1",
+            "pooling treats batch and channels independently") for pool in ("maxpool2d", "avgpool2d")),
+    Axiom("maxpool-relu", f"relu(maxpool2d(x, {_POOL})) == maxpool2d(relu(x), {_POOL})",
+          "relu is monotone"),
+)

@@ -17,7 +17,8 @@ from taso_py.ops.onnx_map import (
     direct_export,
     direct_import,
 )
-from taso_py.ops.schema import Fusion, OpDef, float_only, same_dtype
+from taso_py.ops.schema import Axiom, Fusion, OpDef, float_only, same_dtype
+from taso_py.ops.symbolic import Arith, ScalarDomain, SymShape, broadcast, elementwise, same_shape
 from taso_py.types import TensorType
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -32,14 +33,22 @@ def _float_type(in_types: Sequence[TensorType], attrs: object) -> tuple[TensorTy
     return _same_type(in_types, attrs)
 
 
-def unary(name: str, ref: Callable[[np.ndarray], np.ndarray], onnx: str, *, float_only: bool = True,
-          doc: str = "") -> OpDef:
-    """An element-wise activation: one entry per op, the family shares everything else."""
+def unary(name: str, ref: Callable[[np.ndarray], np.ndarray], onnx: str, scalar: Callable[[ScalarDomain, object],
+          object], *, float_only: bool = True, doc: str = "") -> OpDef:
+    """An element-wise activation: one entry per op, the family shares everything else.
+
+    `scalar(D, v)` is the activation on one element of a scalar domain."""
     return OpDef(
         name, ("x",), shape=_float_type if float_only else _same_type,
         ref=lambda xs, _a: (np.asarray(ref(xs[0])).astype(xs[0].dtype, copy=False),),
-        fusion=Fusion.INJECTIVE, onnx=OnnxMapping({onnx: direct_import(name)}, direct_export(onnx)), doc=doc,
+        fusion=Fusion.INJECTIVE, onnx=OnnxMapping({onnx: direct_import(name)}, direct_export(onnx)),
+        sym_shape=same_shape, sym_value=lambda xs, _a, D: (elementwise(lambda v: scalar(D, v), xs[0]),), doc=doc,
     )
+
+
+def transcendental(name: str, impl: Callable[[float], float]) -> Callable[[ScalarDomain, object], object]:
+    """A scalar function the verifier treats as uninterpreted: only its name and float meaning."""
+    return lambda D, v: D.apply(name, impl, v)
 
 
 def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
@@ -55,14 +64,29 @@ def _broadcast(in_types: Sequence[TensorType], _attrs: object) -> tuple[TensorTy
     return (TensorType(broadcast_shapes(in_types[0].known_shape, in_types[1].known_shape), in_types[0].dtype),)
 
 
-def binary(name: str, ref: Callable[[np.ndarray, np.ndarray], np.ndarray], onnx: str, *,
-           commutative: bool = False, imports: dict | None = None, doc: str = "") -> OpDef:
-    """A broadcasting element-wise binary operator."""
+def _sym_broadcast(s: Sequence[tuple], _a: object, A: Arith) -> SymShape:
+    out, conds = broadcast(A, s[0], s[1])
+    return (out,), conds
+
+
+def binary(name: str, ref: Callable[[np.ndarray, np.ndarray], np.ndarray], onnx: str,
+           scalar: Callable[[ScalarDomain, object, object], object], *, commutative: bool = False,
+           imports: dict | None = None, doc: str = "") -> OpDef:
+    """A broadcasting element-wise binary operator; `scalar(D, a, b)` is it on one pair of elements."""
+
+    def sym_value(xs: Sequence[np.ndarray], _a: object, D: ScalarDomain) -> tuple[np.ndarray, ...]:
+        a, b = np.broadcast_arrays(xs[0], xs[1])
+        out = np.empty(a.shape, dtype=object)
+        for idx in np.ndindex(a.shape):
+            out[idx] = scalar(D, a[idx], b[idx])
+        return (out,)
+
     return OpDef(
         name, ("a", "b"), shape=_broadcast,
         ref=lambda xs, _a: (np.asarray(ref(xs[0], xs[1])).astype(xs[0].dtype, copy=False),),
         fusion=Fusion.INJECTIVE, commutative=commutative,
-        onnx=OnnxMapping({onnx: direct_import(name), **(imports or {})}, direct_export(onnx)), doc=doc,
+        onnx=OnnxMapping({onnx: direct_import(name), **(imports or {})}, direct_export(onnx)),
+        sym_shape=_sym_broadcast, sym_value=sym_value, doc=doc,
     )
 
 
@@ -74,6 +98,12 @@ def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * x.astype(np.float64)))  # no overflow for large |x|
+
+
+def _gelu_scalar(v: float, approximate: str) -> float:
+    if approximate == "tanh":
+        return 0.5 * v * (1.0 + math.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v**3)))
+    return 0.5 * v * (1.0 + math.erf(v / math.sqrt(2.0)))
 
 
 def _gelu(x: np.ndarray, approximate: str) -> np.ndarray:
@@ -144,24 +174,33 @@ def _export_scalar_mul(ctx: ExportContext, node: ExportNode) -> None:
     ctx.emit("Mul", [node.inputs[0], scale], node.outputs)
 
 
-relu = unary("relu", lambda x: np.maximum(x, 0), "Relu", float_only=False, doc="max(x, 0)")
-sigmoid = unary("sigmoid", _sigmoid, "Sigmoid", doc="1 / (1 + exp(-x))")
-tanh = unary("tanh", np.tanh, "Tanh", doc="hyperbolic tangent")
-erf = unary("erf", lambda x: _erf(x.astype(np.float64)), "Erf", doc="the error function (GELU's erf form)")
+relu = unary("relu", lambda x: np.maximum(x, 0), "Relu", lambda D, v: D.relu(v), float_only=False,
+             doc="max(x, 0)")
+sigmoid = unary("sigmoid", _sigmoid, "Sigmoid",
+                transcendental("sigmoid", lambda v: 0.5 * (1.0 + math.tanh(0.5 * v))), doc="1 / (1 + exp(-x))")
+tanh = unary("tanh", np.tanh, "Tanh", transcendental("tanh", math.tanh), doc="hyperbolic tangent")
+erf = unary("erf", lambda x: _erf(x.astype(np.float64)), "Erf", transcendental("erf", math.erf),
+            doc="the error function (GELU's erf form)")
 gelu = OpDef(
     "gelu", ("x",), shape=_float_type, attrs=GeluAttrs,
     ref=lambda xs, a: (_gelu(xs[0], a.approximate).astype(xs[0].dtype),), fusion=Fusion.INJECTIVE,
     onnx=OnnxMapping({"Gelu": direct_import("gelu", approximate="approximate")}, _export_gelu),
+    sym_shape=same_shape,
+    sym_value=lambda xs, a, D: (elementwise(
+        lambda v: D.apply(f"gelu_{a.approximate}", lambda f: _gelu_scalar(f, a.approximate), v), xs[0]),),
     doc="x * Phi(x); approximate='tanh' uses the tanh formula",
 )
-add = binary("add", np.add, "Add", commutative=True, imports={"Sum": _import_sum}, doc="a + b, broadcasting")
-mul = binary("mul", np.multiply, "Mul", commutative=True, imports={"Mul": _import_mul}, doc="a * b, broadcasting")
-sub = binary("sub", np.subtract, "Sub", doc="a - b, broadcasting")
-div = binary("div", _divide, "Div", doc="a / b, broadcasting")
+add = binary("add", np.add, "Add", lambda D, a, b: a + b, commutative=True, imports={"Sum": _import_sum},
+             doc="a + b, broadcasting")
+mul = binary("mul", np.multiply, "Mul", lambda D, a, b: a * b, commutative=True, imports={"Mul": _import_mul},
+             doc="a * b, broadcasting")
+sub = binary("sub", np.subtract, "Sub", lambda D, a, b: a - b, doc="a - b, broadcasting")
+div = binary("div", _divide, "Div", lambda D, a, b: D.div(a, b), doc="a / b, broadcasting (floats)")
 scalar_mul = OpDef(
     "scalar_mul", ("x",), shape=_same_type, attrs=ScalarAttrs,
     ref=lambda xs, a: ((xs[0] * np.asarray(a.scale, xs[0].dtype)).astype(xs[0].dtype),),
     fusion=Fusion.INJECTIVE, onnx=OnnxMapping({}, _export_scalar_mul),
+    sym_shape=same_shape, sym_value=lambda xs, a, D: (xs[0] * D.const(a.scale),),
     doc="x * scale for a constant scalar (ONNX: Mul by a one-element constant)",
 )
 
@@ -169,3 +208,19 @@ OPS = (relu, sigmoid, tanh, erf, gelu, add, mul, sub, div, scalar_mul)
 
 # Fused activations (conv2d's `act`) reuse the activations' reference semantics.
 ACTIVATIONS: dict[str, OpDef] = {op.name: op for op in (relu, sigmoid, tanh)}
+
+AXIOMS = (
+    Axiom("add-comm", "add(a, b) == add(b, a)"),
+    Axiom("add-assoc", "add(add(a, b), c) == add(a, add(b, c))"),
+    Axiom("mul-comm", "mul(a, b) == mul(b, a)"),
+    Axiom("mul-assoc", "mul(mul(a, b), c) == mul(a, mul(b, c))"),
+    Axiom("mul-add-dist", "mul(add(a, b), c) == add(mul(a, c), mul(b, c))", "multiplication distributes over add"),
+    Axiom("sub-as-add", "sub(a, b) == add(a, scalar_mul(b, scale=-1.0))", "subtraction is adding the negation"),
+    Axiom("scalar-add", "scalar_mul(add(a, b), scale=?s) == add(scalar_mul(a, scale=?s), scalar_mul(b, scale=?s))"),
+    Axiom("scalar-mul", "scalar_mul(mul(a, b), scale=?s) == mul(scalar_mul(a, scale=?s), b)"),
+    Axiom("scalar-compose", "scalar_mul(scalar_mul(x, scale=?s), scale=?t) == scalar_mul(x, scale=?s * ?t)"),
+    Axiom("scalar-one", "scalar_mul(x, scale=1.0) == x"),
+    Axiom("relu-idem", "relu(relu(x)) == relu(x)", "relu is idempotent"),
+    Axiom("relu-scale", "relu(scalar_mul(x, scale=?s)) == scalar_mul(relu(x), scale=?s) where ?s >= 0",
+          "relu is positively homogeneous"),
+)

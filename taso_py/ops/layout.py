@@ -16,7 +16,9 @@ from taso_py.ops.onnx_map import (
     direct_export,
     direct_import,
 )
-from taso_py.ops.schema import Fusion, OpDef, norm_axis, same_dtype, set_attr
+from taso_py.ops.elementwise import ACTIVATIONS
+from taso_py.ops.schema import Axiom, Fusion, OpDef, norm_axis, same_dtype, set_attr
+from taso_py.ops.symbolic import Arith, ScalarDomain, SymShape, axis_in_range, select
 from taso_py.types import TensorType
 
 
@@ -111,6 +113,23 @@ def _split_shape(in_types: Sequence[TensorType], a: SplitAttrs) -> tuple[TensorT
     return tuple(TensorType((*s[:axis], n, *s[axis + 1:]), in_types[0].dtype) for n in a.sizes)
 
 
+def _sym_concat(s: Sequence[tuple], a: AxisAttrs, A: Arith) -> SymShape | None:
+    r = len(s[0])
+    if any(len(t) != r for t in s):
+        return None
+    k = a.axis
+    out = tuple(A.ite(k == i, sum(t[i] for t in s[1:]) + s[0][i], s[0][i]) for i in range(r))
+    same = tuple(A.any(k == i, t[i] == s[0][i]) for t in s[1:] for i in range(r))
+    return (out,), (*axis_in_range(k, r), *same)
+
+
+def _sym_split(s: Sequence[tuple], a: SplitAttrs, A: Arith) -> SymShape:
+    x, k = s[0], a.axis
+    outs = tuple(tuple(A.ite(k == i, n, d) for i, d in enumerate(x)) for n in a.sizes)
+    return outs, (*axis_in_range(k, len(x)), sum(a.sizes[1:], a.sizes[0]) == select(A, x, k),
+                  *(n >= 1 for n in a.sizes))
+
+
 def _split_ref(xs: Sequence[np.ndarray], a: SplitAttrs) -> tuple[np.ndarray, ...]:
     return tuple(np.split(xs[0], np.cumsum(a.sizes)[:-1], axis=a.axis))
 
@@ -146,6 +165,14 @@ def _transpose_shape(in_types: Sequence[TensorType], a: PermAttrs) -> tuple[Tens
     return (TensorType(tuple(s[p] for p in a.perm), in_types[0].dtype),)
 
 
+def _sym_transpose(s: Sequence[tuple], a: PermAttrs, A: Arith) -> SymShape | None:
+    x, p = s[0], a.perm
+    if len(p) != len(x):
+        return None
+    distinct = tuple(p[i] != p[j] for i in range(len(p)) for j in range(i))
+    return (tuple(select(A, x, q) for q in p),), (*(c for q in p for c in axis_in_range(q, len(x))), *distinct)
+
+
 def _import_transpose(ctx: ImportContext) -> tuple:
     perm = ctx.attr("perm") or tuple(reversed(range(ctx.type(0).rank)))
     return ctx.add("transpose", [ctx.input(0)], perm=tuple(perm))
@@ -155,6 +182,14 @@ def _reshape_shape(in_types: Sequence[TensorType], a: ShapeAttrs) -> tuple[Tenso
     if int(np.prod(a.shape, dtype=np.int64)) != in_types[0].size:
         raise ShapeError(f"cannot reshape {list(in_types[0].known_shape)} to {list(a.shape)}")
     return (TensorType(a.shape, in_types[0].dtype),)
+
+
+def _product(dims: Sequence) -> object:
+    return np.prod(np.array(dims, dtype=object)) if dims else 1
+
+
+def _sym_reshape(s: Sequence[tuple], a: ShapeAttrs, _A: Arith) -> SymShape:
+    return (tuple(a.shape),), (_product(s[0]) == _product(a.shape), *(d >= 1 for d in a.shape))
 
 
 def resolve_reshape(source: tuple[int, ...], target: Sequence[int], allowzero: bool = False) -> tuple[int, ...]:
@@ -229,6 +264,18 @@ def _flatten_shape(in_types: Sequence[TensorType], a: FlattenAttrs) -> tuple[Ten
     return (TensorType((outer, int(np.prod(s[axis:], dtype=np.int64))), in_types[0].dtype),)
 
 
+def _sym_flatten(s: Sequence[tuple], a: FlattenAttrs, A: Arith) -> SymShape:
+    x = s[0]
+    rows = select(A, [_product(x[:i]) for i in range(len(x) + 1)], a.axis)
+    cols = select(A, [_product(x[i:]) for i in range(len(x) + 1)], a.axis)
+    return ((rows, cols),), (a.axis >= 0, a.axis <= len(x))
+
+
+def _flatten_ref(xs: Sequence[np.ndarray], a: FlattenAttrs) -> tuple[np.ndarray, ...]:
+    x = xs[0]
+    return (x.reshape(int(np.prod(x.shape[:a.axis], dtype=np.int64)), -1),)
+
+
 # ---- pad ---------------------------------------------------------------------------------
 
 def _pad_shape(in_types: Sequence[TensorType], a: PadAttrs) -> tuple[TensorType, ...]:
@@ -246,6 +293,21 @@ def _pad_ref(xs: Sequence[np.ndarray], a: PadAttrs) -> tuple[np.ndarray, ...]:
     crop = tuple(slice(max(-a.pads[i], 0), x.shape[i] - max(-a.pads[i + r], 0)) for i in range(r))
     widths = [(max(a.pads[i], 0), max(a.pads[i + r], 0)) for i in range(r)]
     return (np.pad(x[crop], widths, constant_values=np.asarray(a.value, x.dtype)),)
+
+
+def _sym_pad(s: Sequence[tuple], a: PadAttrs, _A: Arith) -> SymShape | None:
+    x, r = s[0], len(s[0])
+    if len(a.pads) != 2 * r:
+        return None
+    return (tuple(d + a.pads[i] + a.pads[i + r] for i, d in enumerate(x)),), ()
+
+
+def _pad_sym(xs: Sequence[np.ndarray], a: PadAttrs, D: ScalarDomain) -> tuple[np.ndarray, ...]:
+    x, r = xs[0], xs[0].ndim
+    crop = tuple(slice(max(-a.pads[i], 0), x.shape[i] - max(-a.pads[i + r], 0)) for i in range(r))
+    out = np.full([d + a.pads[i] + a.pads[i + r] for i, d in enumerate(x.shape)], D.const(a.value), dtype=object)
+    out[tuple(slice(max(a.pads[i], 0), max(a.pads[i], 0) + x[crop].shape[i]) for i in range(r))] = x[crop]
+    return (out,)
 
 
 def _import_pad(ctx: ImportContext) -> tuple:
@@ -287,17 +349,20 @@ concat = OpDef(
     "concat", ("x",), variadic=True, shape=_concat_shape, attrs=AxisAttrs, normalize=_positive_axis,
     ref=lambda xs, a: (np.concatenate(list(xs), axis=a.axis),), fusion=Fusion.INJECTIVE,
     onnx=OnnxMapping({"Concat": direct_import("concat", axis="axis")}, direct_export("Concat", _axis)),
+    sym_shape=_sym_concat, sym_value=lambda xs, a, _D: (np.concatenate(list(xs), axis=a.axis),),
     doc="join tensors along an axis",
 )
 split = OpDef(
     "split", ("x",), shape=_split_shape, ref=_split_ref, attrs=SplitAttrs, normalize=_positive_axis,
     fusion=Fusion.INJECTIVE, onnx=OnnxMapping({"Split": _import_split}, _export_split),
+    sym_shape=_sym_split, sym_value=lambda xs, a, _D: _split_ref(xs, a),
     doc="cut a tensor along an axis into parts of the given sizes (one output per part)",
 )
 transpose = OpDef(
     "transpose", ("x",), shape=_transpose_shape, ref=lambda xs, a: (np.transpose(xs[0], a.perm),),
     attrs=PermAttrs, fusion=Fusion.INJECTIVE,
     onnx=OnnxMapping({"Transpose": _import_transpose}, direct_export("Transpose", lambda a: {"perm": list(a.perm)})),
+    sym_shape=_sym_transpose, sym_value=lambda xs, a, _D: (np.transpose(xs[0], a.perm),),
     doc="permute axes: output axis i is input axis perm[i]",
 )
 reshape = OpDef(
@@ -305,19 +370,52 @@ reshape = OpDef(
     fusion=Fusion.INJECTIVE,
     onnx=OnnxMapping({"Reshape": _import_reshape, "Squeeze": _import_squeeze, "Unsqueeze": _import_unsqueeze},
                      _export_reshape),
+    sym_shape=_sym_reshape, sym_value=lambda xs, a, _D: (xs[0].reshape(a.shape),),
     doc="same elements in row-major order, explicit target shape",
 )
 flatten = OpDef(
     "flatten", ("x",), shape=_flatten_shape, attrs=FlattenAttrs, normalize=_positive_axis,
-    ref=lambda xs, a: (xs[0].reshape(_flatten_shape([TensorType.of(xs[0])], a)[0].known_shape),),
-    fusion=Fusion.INJECTIVE,
+    ref=_flatten_ref, fusion=Fusion.INJECTIVE, sym_shape=_sym_flatten, sym_value=lambda xs, a, _D: _flatten_ref(xs, a),
     onnx=OnnxMapping({"Flatten": direct_import("flatten", axis="axis")}, direct_export("Flatten", _axis)),
     doc="2-D view: dims before axis multiply into rows, the rest into columns",
 )
 pad = OpDef(
     "pad", ("x",), shape=_pad_shape, ref=_pad_ref, attrs=PadAttrs, fusion=Fusion.INJECTIVE,
-    onnx=OnnxMapping({"Pad": _import_pad}, _export_pad),
+    onnx=OnnxMapping({"Pad": _import_pad}, _export_pad), sym_shape=_sym_pad, sym_value=_pad_sym,
     doc="constant padding at both ends of every axis",
 )
 
 OPS = (concat, split, transpose, reshape, flatten, pad)
+
+
+def _perm(rank: int) -> str:
+    return "[" + ", ".join(f"?p{i}" for i in range(rank)) + "]"
+
+
+AXIOMS = (
+    Axiom("concat-assoc", "concat(concat(a, b, axis=?k), c, axis=?k) == concat(a, concat(b, c, axis=?k), axis=?k)"),
+    Axiom("split-concat-0", "split(concat(a, b, axis=?k), axis=?k, sizes=[dim(a, ?k), dim(b, ?k)])[0] == a",
+          "splitting a concatenation where it was joined gives back the parts"),
+    Axiom("split-concat-1", "split(concat(a, b, axis=?k), axis=?k, sizes=[dim(a, ?k), dim(b, ?k)])[1] == b"),
+    Axiom("concat-split", "concat(split(x, axis=?k, sizes=[?m, ?n])[0], split(x, axis=?k, sizes=[?m, ?n])[1], "
+          "axis=?k) == x", "joining the parts of a split gives back the whole"),
+    Axiom("concat-swap", "concat(concat(a, b, axis=?k), concat(c, d, axis=?k), axis=?j) == "
+          "concat(concat(a, c, axis=?j), concat(b, d, axis=?j), axis=?k) "
+          "where ?j != ?k, dim(a, ?k) == dim(c, ?k), dim(a, ?j) == dim(b, ?j)",
+          "a 2x2 block matrix can be joined by rows or by columns first"),
+    Axiom("transpose-involution", "transpose(transpose(x, perm=[1, 0]), perm=[1, 0]) == x"),
+    Axiom("transpose-concat", "transpose(concat(a, b, axis=?k), perm=[1, 0]) == "
+          "concat(transpose(a, perm=[1, 0]), transpose(b, perm=[1, 0]), axis=1 - ?k)"),
+    *(Axiom(f"transpose-identity-{r}", f"transpose(x, perm={list(range(r))}) == x") for r in range(1, 5)),
+    *(Axiom(f"{act}-concat", f"{act}(concat(a, b, axis=?k)) == concat({act}(a), {act}(b), axis=?k)",
+            "element-wise functions act on each part") for act in ACTIVATIONS),
+    *(Axiom(f"{act}-split-{i}", f"{act}(split(x, axis=?k, sizes=[?m, ?n])[{i}]) == "
+            f"split({act}(x), axis=?k, sizes=[?m, ?n])[{i}]") for act in ACTIVATIONS for i in (0, 1)),
+    *(Axiom(f"{act}-transpose-{r}", f"{act}(transpose(x, perm={_perm(r)})) == transpose({act}(x), perm={_perm(r)})")
+      for act in ACTIVATIONS for r in range(2, 5)),
+    Axiom("scalar-concat", "scalar_mul(concat(a, b, axis=?k), scale=?s) == "
+          "concat(scalar_mul(a, scale=?s), scalar_mul(b, scale=?s), axis=?k)"),
+    *(Axiom(f"{op}-concat", f"{op}(concat(a, b, axis=?k), concat(c, d, axis=?k)) == "
+            f"concat({op}(a, c), {op}(b, d), axis=?k) where rank(a) == rank(c), dim(a, ?k) == dim(c, ?k)",
+            "element-wise arithmetic on matching parts") for op in ("add", "mul")),
+)

@@ -9,7 +9,8 @@ import numpy as np
 from taso_py.errors import ShapeError
 from taso_py.ops.elementwise import broadcast_shapes
 from taso_py.ops.onnx_map import ImportContext, OnnxMapping, direct_export, direct_import
-from taso_py.ops.schema import Fusion, OpDef, same_dtype
+from taso_py.ops.schema import Axiom, Fusion, OpDef, same_dtype
+from taso_py.ops.symbolic import Arith, SymShape, broadcast
 from taso_py.types import TensorType
 
 
@@ -28,6 +29,15 @@ def _matmul_shape(in_types: Sequence[TensorType], _attrs: object) -> tuple[Tenso
     if len(b) == 1:
         out = out[:-1]
     return (TensorType(out, in_types[0].dtype),)
+
+
+def _sym_matmul(s: Sequence[tuple], _a: object, A: Arith) -> SymShape | None:
+    """The verifier models batched matmul of rank >= 2 operands only (1-D ones are reshapes)."""
+    a, b = s
+    if len(a) < 2 or len(b) < 2:
+        return None
+    batch, conds = broadcast(A, a[:-2], b[:-2])
+    return ((*batch, a[-2], b[-1]),), (*conds, a[-1] == b[-2])
 
 
 def _import_gemm(ctx: ImportContext) -> tuple:
@@ -53,7 +63,46 @@ matmul = OpDef(
     "matmul", ("a", "b"), shape=_matmul_shape, ref=lambda xs, _a: (np.matmul(xs[0], xs[1]),),
     fusion=Fusion.COMPLEX_OUT_FUSABLE,
     onnx=OnnxMapping({"MatMul": direct_import("matmul"), "Gemm": _import_gemm}, direct_export("MatMul")),
+    sym_shape=_sym_matmul, sym_value=lambda xs, _a, _D: (np.matmul(xs[0], xs[1]),),
     doc="a @ b with NumPy semantics: 1-D operands, batched and broadcast leading dims",
 )
 
 OPS = (matmul,)
+
+AXIOMS = (
+    Axiom("matmul-assoc", "matmul(matmul(a, b), c) == matmul(a, matmul(b, c))"),
+    Axiom("matmul-add-left", "matmul(add(a, b), c) == add(matmul(a, c), matmul(b, c)) "
+          "where rank(a) >= 2, rank(b) >= 2, dim(a, -2) == dim(b, -2), dim(a, -1) == dim(b, -1)",
+          "linearity in the left operand (the operands of add have the same last two dims)"),
+    Axiom("matmul-add-right", "matmul(a, add(b, c)) == add(matmul(a, b), matmul(a, c)) "
+          "where rank(b) >= 2, rank(c) >= 2, dim(b, -2) == dim(c, -2), dim(b, -1) == dim(c, -1)",
+          "linearity in the right operand"),
+    Axiom("matmul-scalar-left", "matmul(scalar_mul(a, scale=?s), b) == scalar_mul(matmul(a, b), scale=?s)"),
+    Axiom("matmul-scalar-right", "matmul(a, scalar_mul(b, scale=?s)) == scalar_mul(matmul(a, b), scale=?s)"),
+    Axiom("matmul-concat-cols", "matmul(a, concat(b, c, axis=?k)) == concat(matmul(a, b), matmul(a, c), axis=-1) "
+          "where ?k == rank(b) - 1",
+          "columns of the right operand are independent"),
+    Axiom("matmul-concat-rows", "matmul(concat(a, b, axis=?k), c) == concat(matmul(a, c), matmul(b, c), axis=-2) "
+          "where ?k == rank(a) - 2, rank(a) == rank(c)",
+          "rows of the left operand are independent (same rank: no broadcasting over the concat)"),
+    Axiom("matmul-concat-batch-right", "matmul(a, concat(b, c, axis=?k)) == concat(matmul(a, b), matmul(a, c), axis=?k) "
+          "where ?k < rank(b) - 2, ?k < rank(b) - rank(a)",
+          "batches of the right operand are independent where the left one has no such dim"),
+    Axiom("matmul-concat-batch-right-1", "matmul(a, concat(b, c, axis=?k)) == concat(matmul(a, b), matmul(a, c), "
+          "axis=?k) where ?k < rank(b) - 2, rank(a) <= rank(b), ?k + rank(a) - rank(b) >= 0, "
+          "dim(a, ?k + rank(a) - rank(b)) == 1",
+          "... or broadcasts it from size 1"),
+    Axiom("matmul-concat-batch-left", "matmul(concat(a, b, axis=?k), c) == concat(matmul(a, c), matmul(b, c), axis=?k) "
+          "where ?k < rank(a) - 2, ?k < rank(a) - rank(c)", "batches of the left operand are independent"),
+    Axiom("matmul-concat-batch-left-1", "matmul(concat(a, b, axis=?k), c) == concat(matmul(a, c), matmul(b, c), "
+          "axis=?k) where ?k < rank(a) - 2, rank(c) <= rank(a), ?k + rank(c) - rank(a) >= 0, "
+          "dim(c, ?k + rank(c) - rank(a)) == 1"),
+    Axiom("matmul-concat-inner",
+          "matmul(concat(a, b, axis=?k), concat(c, d, axis=?j)) == add(matmul(a, c), matmul(b, d)) "
+          "where ?k == rank(a) - 1, ?j == rank(c) - 2, dim(a, -1) == dim(c, -2)",
+          "a block inner product splits into a sum"),
+    Axiom("matmul-transpose",
+          "transpose(matmul(a, b), perm=[1, 0]) == matmul(transpose(b, perm=[1, 0]), transpose(a, perm=[1, 0]))",
+          "(AB)^T = B^T A^T for matrices"),
+    Axiom("matmul-identity", "matmul(a, const_imm(n=?n)) == a where ?n == dim(a, -1)"),
+)

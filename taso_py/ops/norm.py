@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -10,7 +11,8 @@ import numpy as np
 from taso_py.errors import ShapeError, Unsupported
 from taso_py.ops.elementwise import broadcast_shapes
 from taso_py.ops.onnx_map import ExportContext, ExportNode, ImportContext, OnnxMapping, direct_export
-from taso_py.ops.schema import Fusion, OpDef, float_only, norm_axis, same_dtype, set_attr
+from taso_py.ops.schema import Axiom, Fusion, OpDef, float_only, norm_axis, same_dtype, set_attr
+from taso_py.ops.symbolic import Arith, ScalarDomain, SymShape, axis_in_range, elementwise
 from taso_py.types import TensorType
 
 
@@ -68,6 +70,22 @@ def _batchnorm_ref(xs: Sequence[np.ndarray], a: EpsAttrs) -> tuple[np.ndarray, .
     return ((y + bias.reshape(shape)).astype(xs[0].dtype),)
 
 
+def _sym_batchnorm(s: Sequence[tuple], _a: EpsAttrs, _A: Arith) -> SymShape | None:
+    x = s[0]
+    if len(x) < 2 or any(len(t) != 1 for t in s[1:]):
+        return None
+    return (tuple(x),), tuple(t[0] == x[1] for t in s[1:])
+
+
+def _batchnorm_sym(xs: Sequence[np.ndarray], a: EpsAttrs, D: ScalarDomain) -> tuple[np.ndarray, ...]:
+    """(x - mean) * scale * r(var) + bias, where r(v) = 1 / sqrt(v + eps) stays uninterpreted."""
+    x, scale, bias, mean, var = xs
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    inv = elementwise(lambda v: D.apply(f"rsqrt[{a.epsilon!r}]", lambda f: 1.0 / math.sqrt(f + a.epsilon), v), var)
+    k = (scale * inv).reshape(shape)
+    return ((x - mean.reshape(shape)) * k + bias.reshape(shape),)
+
+
 def _import_batchnorm(ctx: ImportContext) -> tuple:
     if ctx.opset < 9 and ctx.attr("spatial", 1) != 1:
         raise Unsupported("BatchNormalization with spatial=0")
@@ -89,6 +107,17 @@ def _softmax_ref(xs: Sequence[np.ndarray], a: SoftmaxAttrs) -> tuple[np.ndarray,
     x = xs[0].astype(np.float64)
     e = np.exp(x - x.max(axis=a.axis, keepdims=True))
     return ((e / e.sum(axis=a.axis, keepdims=True)).astype(xs[0].dtype),)
+
+
+def _sym_softmax(s: Sequence[tuple], a: SoftmaxAttrs, _A: Arith) -> SymShape:
+    return (tuple(s[0]),), axis_in_range(a.axis, len(s[0]))
+
+
+def _softmax_sym(xs: Sequence[np.ndarray], a: SoftmaxAttrs, D: ScalarDomain) -> tuple[np.ndarray, ...]:
+    e = elementwise(lambda v: D.apply("exp", math.exp, v), xs[0])
+    total = e.sum(axis=a.axis, keepdims=True)
+    quotient = np.frompyfunc(D.div, 2, 1)
+    return (quotient(e, total),)
 
 
 def _import_softmax(ctx: ImportContext) -> tuple:
@@ -175,12 +204,14 @@ batchnorm = OpDef(
     attrs=EpsAttrs, fusion=Fusion.INJECTIVE,
     onnx=OnnxMapping({"BatchNormalization": _import_batchnorm},
                      direct_export("BatchNormalization", lambda a: {"epsilon": a.epsilon})),
+    sym_shape=_sym_batchnorm, sym_value=_batchnorm_sym,
     doc="inference batch normalization over axis 1",
 )
 softmax = OpDef(
     "softmax", ("x",), shape=_softmax_shape, ref=_softmax_ref, attrs=SoftmaxAttrs,
     normalize=_positive_axis, fusion=Fusion.OPAQUE,
     onnx=OnnxMapping({"Softmax": _import_softmax}, _export_softmax),
+    sym_shape=_sym_softmax, sym_value=_softmax_sym,
     doc="exp(x) / sum(exp(x)) along one axis",
 )
 layernorm = OpDef(
@@ -191,3 +222,18 @@ layernorm = OpDef(
 )
 
 OPS = (batchnorm, softmax, layernorm)
+
+_W3 = "reshape(w, shape=[1, dim(w, 0), dim(w, 1) * dim(w, 2) * dim(w, 3)])"  # kernels as [1, O, C*kh*kw]
+_BN = "s, t, m, v, epsilon=?e"
+_CONV = "stride=[?sh, ?sw], pad=[?pt, ?pl, ?pb, ?pr], dilation=[?dh, ?dw], groups=?g"
+
+AXIOMS = (
+    Axiom("batchnorm-fold",
+          f"batchnorm(conv2d(x, w, b, {_CONV}), {_BN}) == conv2d(x, "
+          f"reshape(sub(batchnorm({_W3}, {_BN}), batchnorm(scalar_mul({_W3}, scale=0.0), {_BN})), "
+          "shape=[dim(w, 0), dim(w, 1), dim(w, 2), dim(w, 3)]), "
+          f"reshape(batchnorm(reshape(b, shape=[1, dim(w, 0)]), {_BN}), shape=[dim(w, 0)]), {_CONV})",
+          "batch norm after a convolution folds into its weights and bias (weight-only work on the right)"),
+    Axiom("batchnorm-concat-batch", f"batchnorm(concat(a, c, axis=0), {_BN}) == "
+          f"concat(batchnorm(a, {_BN}), batchnorm(c, {_BN}), axis=0)"),
+)

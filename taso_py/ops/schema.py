@@ -18,6 +18,7 @@ import numpy as np
 
 from taso_py.errors import AttrError, ShapeError
 from taso_py.ops.onnx_map import OnnxMapping
+from taso_py.ops.symbolic import SymShapeFn, SymValueFn
 from taso_py.types import TensorType
 
 
@@ -55,6 +56,8 @@ class OpDef:
     commutative: bool = False  # the inputs may be swapped (canonical hashing sorts them)
     normalize: NormalizeFn | None = None  # canonical attributes for given input types
     onnx: OnnxMapping | None = None
+    sym_shape: SymShapeFn | None = None  # the verifier's shape model (see ops.symbolic)
+    sym_value: SymValueFn | None = None  # semantics over a scalar domain (see ops.symbolic)
     algebra: bool = True  # False for the structural kinds that the generator must not use
     doc: str = ""
 
@@ -97,6 +100,24 @@ class OpDef:
 
     def evaluate(self, arrays: Sequence[np.ndarray], attrs: Any) -> tuple[np.ndarray, ...]:
         return self.ref(arrays, attrs)
+
+    @property
+    def verifiable(self) -> bool:
+        """Whether the verifier models this operator (it may appear in proved rules)."""
+        return self.sym_shape is not None and self.sym_value is not None
+
+
+@dataclass(frozen=True)
+class Axiom:
+    """A law of the algebra in the rule text syntax, e.g. `add(a, b) == add(b, a)`.
+
+    The verifier proves rules from these; `taso axioms validate` checks each against the
+    operators' semantics on every small shape. A `where` clause states when it holds.
+    """
+
+    name: str
+    text: str
+    doc: str = ""
 
 
 # ---- shared attribute validation helpers -------------------------------------------

@@ -1,0 +1,126 @@
+"""`prove(rule)`: refute on concrete shapes first, then ask Z3 whether the axioms imply the rule.
+
+The query: the relevant axioms (tracked, so the unsat core names the ones used), the shape axioms
+of every function symbol involved, the rule's hypotheses (both sides defined, equal shapes) and
+its `where` clause (tracked), and the negation `src != dst`. Unsat is a proof. Sat or unknown,
+including a timeout, is UNKNOWN: never a proof.
+"""
+
+from __future__ import annotations
+
+import time
+
+import z3
+
+from taso_py.errors import InputError
+from taso_py.library.terms import Rule
+from verifier.axioms import Compiled, compile_all, op_names
+from verifier.encoding import RANK, EncodedRule, encode_rule, shape_axiom
+from verifier.refuter import refute
+from verifier.results import Proved, Refuted, Result, Unknown
+
+DEFAULT_TIMEOUT = 10.0
+
+
+def prove(rule: Rule, timeout: float = DEFAULT_TIMEOUT, *, refute_first: bool = True, seed: int = 0) -> Result:
+    start = time.perf_counter()
+    try:
+        encoded = encode_rule(rule)
+    except InputError as e:
+        return Unknown(str(e), time.perf_counter() - start)
+    if refute_first:
+        counterexample = refute(rule, encoded=encoded, seed=seed)
+        if counterexample is not None:
+            return Refuted(counterexample, time.perf_counter() - start)
+    axioms = relevant(op_names((*rule.src, *rule.dst)))
+    deadline = start + timeout
+    outcome = _check(encoded, axioms, [], deadline)
+    if isinstance(outcome, Unknown) and outcome.reason != "timeout":
+        outcome = _by_ranks(encoded, axioms, deadline)
+    if isinstance(outcome, Unknown):
+        return Unknown(outcome.reason, time.perf_counter() - start)
+    axioms_used, pre_used = outcome
+    return Proved(tuple(sorted(axioms_used)), tuple(p for p, _ in encoded.preconditions if p in pre_used),
+                  time.perf_counter() - start)
+
+
+MAX_RANK_CASES = 64
+
+
+def _by_ranks(encoded: EncodedRule, axioms: list[Compiled], deadline: float) -> tuple[set, set] | Unknown:
+    """Prove once per feasible assignment of ranks to the tensor variables, each fixed up front.
+
+    E-matching is complete enough once ranks are known: axis parameters such as `rank(x) - 1`
+    then reduce to numerals. A case Z3 cannot prove makes the whole rule UNKNOWN."""
+    cases = rank_cases(encoded, MAX_RANK_CASES + 1)
+    if len(cases) > MAX_RANK_CASES:
+        return Unknown(f"more than {MAX_RANK_CASES} rank combinations to prove separately")
+    axioms_used: set[str] = set()
+    pre_used: set[str] = set()
+    for ranks in cases:
+        fixed = [RANK(encoded.env.tensors[v]) == r for v, r in ranks.items()]
+        outcome = _check(encoded, axioms, fixed, deadline)
+        if isinstance(outcome, Unknown):
+            shown = ", ".join(f"rank({v}) = {r}" for v, r in ranks.items())
+            return Unknown(f"{outcome.reason} (where {shown})")
+        axioms_used |= outcome[0]
+        pre_used |= outcome[1]
+    return axioms_used, pre_used
+
+
+def rank_cases(encoded: EncodedRule, limit: int) -> list[dict[str, int]]:
+    """The assignments of ranks to tensor variables under which both sides can be defined."""
+    solver = z3.Solver()
+    solver.set("timeout", 5000)
+    solver.add(*encoded.hypotheses, *encoded.ground_shape_facts(), *(f for _, f in encoded.preconditions))
+    ranks = {v: RANK(x) for v, x in encoded.env.tensors.items()}
+    cases = []
+    while len(cases) < limit and solver.check() == z3.sat:
+        model = solver.model()
+        case = {v: model.eval(r, model_completion=True).as_long() for v, r in ranks.items()}
+        cases.append(case)
+        solver.add(z3.Or(*(ranks[v] != n for v, n in case.items())))
+    return cases
+
+
+def _check(encoded: EncodedRule, axioms: list[Compiled], extra: list[z3.BoolRef], deadline: float
+           ) -> tuple[set[str], set[str]] | Unknown:
+    """One Z3 query; the axioms and preconditions in the unsat core, or why there is no proof."""
+    left = deadline - time.perf_counter()
+    if left <= 0:
+        return Unknown("timeout")
+    solver = z3.Solver()
+    solver.set("timeout", max(1, int(left * 1000)))
+    solver.set("smt.mbqi", False)
+    symbols = set(encoded.encoder.symbols).union(*(a.symbols for a in axioms))
+    solver.add(*(shape_axiom(s) for s in sorted(symbols, key=repr)), *encoded.hypotheses, *extra)
+    for a in axioms:
+        solver.assert_and_track(a.formula, z3.Bool(f"axiom:{a.axiom.name}"))
+    for text, formula in encoded.preconditions:
+        solver.assert_and_track(formula, z3.Bool(f"where:{text}"))
+    solver.add(z3.Or(*(s != d for s, d in zip(encoded.src, encoded.dst))))
+    result = solver.check()
+    if result == z3.unsat:
+        core = [str(c) for c in solver.unsat_core()]
+        return ({c.removeprefix("axiom:") for c in core if c.startswith("axiom:")},
+                {c.removeprefix("where:") for c in core if c.startswith("where:")})
+    if result == z3.sat:
+        return Unknown("the axioms do not imply it (Z3 found a model of them where it fails)")
+    reason = solver.reason_unknown()
+    return Unknown("timeout" if "timeout" in reason or "canceled" in reason else f"Z3: {reason}")
+
+
+def relevant(rule_ops: frozenset[str]) -> list[Compiled]:
+    """Axioms whose one side only uses operators reachable from the rule's, closed under rewriting."""
+    reach = set(rule_ops)
+    chosen: dict[str, Compiled] = {}
+    changed = True
+    while changed:
+        changed = False
+        for a in compile_all():
+            if a.axiom.name not in chosen and any(side and side <= reach for side in (
+                    op_names(a.rule.src), op_names(a.rule.dst))):
+                chosen[a.axiom.name] = a
+                reach |= a.ops
+                changed = True
+    return list(chosen.values())
