@@ -22,6 +22,7 @@ from verifier.results import Counterexample
 
 MAX_DIM = 5
 TOLERANCE = 1e-9
+FLOAT32_TOLERANCE = 1e-5
 
 
 def refute(rule: Rule, *, shapes: int = 8, inputs: int = 2, seed: int = 0,
@@ -54,6 +55,8 @@ def instances(rule: Rule, enc: EncodedRule, count: int, rng: random.Random, max_
     while len(found) < count:
         wish = [RANK(x) == rng.randint(1, MAX_RANK) for x in xs if rng.random() < 0.5]
         wish += [d == rng.randint(1, 4) for d in dims if rng.random() < 0.5]
+        wish += [_wish(v, rng) for v in enc.env.attrs.values() if v.sort() in (z3.IntSort(), z3.RealSort())
+                 and rng.random() < 0.5]
         result = solver.check(*wish)
         if result != z3.sat:
             result = solver.check()
@@ -66,6 +69,13 @@ def instances(rule: Rule, enc: EncodedRule, count: int, rng: random.Random, max_
                          *(DIM(x, k) != d for n, x in enc.env.tensors.items() for k, d in enumerate(inst.shapes[n])),
                          *(v != model.eval(v, model_completion=True) for v in enc.env.attrs.values())))
     return found
+
+
+def _wish(v: z3.ExprRef, rng: random.Random) -> z3.BoolRef:
+    """A random value to try for an attribute variable: negative, zero and fractional ones too."""
+    if v.sort() == z3.IntSort():
+        return v == rng.randint(-2, 4)
+    return v == z3.RealVal(rng.choice(("-3/2", "-1", "0", "1/2", "2")))
 
 
 def _instance(model: z3.ModelRef, enc: EncodedRule) -> Instance:
@@ -92,11 +102,15 @@ def _try(rule: Rule, inst: Instance, rng: np.random.Generator) -> Counterexample
     values = {v: rng.integers(-3, 4, size=s).astype(np.float64) for v, s in inst.shapes.items()}
     try:
         memo: dict = {}
-        src = [np.asarray(evaluate(t, inst, values, numeric, memo), np.float64) for t in rule.src]
-        dst = [np.asarray(evaluate(t, inst, values, numeric, memo), np.float64) for t in rule.dst]
+        src = [np.asarray(evaluate(t, inst, values, numeric, memo)) for t in rule.src]
+        dst = [np.asarray(evaluate(t, inst, values, numeric, memo)) for t in rule.dst]
     except Undefined:
         return None  # attribute values the operator table rejects: not an instance after all
+    # the constant operators default to float32 (1/9 rounds there): compare at that precision then
+    single = any(np.asarray(v).dtype == np.float32 for v in memo.values())
+    tol = FLOAT32_TOLERANCE if single else TOLERANCE
     for i, (a, b) in enumerate(zip(src, dst)):
-        if a.shape != b.shape or not np.allclose(a, b, rtol=TOLERANCE, atol=TOLERANCE, equal_nan=True):
+        a, b = a.astype(np.float64), b.astype(np.float64)
+        if a.shape != b.shape or not np.allclose(a, b, rtol=tol, atol=tol, equal_nan=True):
             return Counterexample(dict(inst.shapes), dict(inst.attrs), values, i, a, b)
     return None

@@ -117,7 +117,7 @@ class _Inline:
     def __exit__(self, *exc: object) -> None:
         return None
 
-    def map(self, fn, *iterables):  # noqa: ANN001, ANN201
+    def map(self, fn, *iterables):
         return map(fn, *iterables)
 
 

@@ -453,6 +453,8 @@ AXIOMS = (
     Axiom("conv-concat-weights", f"conv2d(x, concat(a, b, axis=0), {_CONV1}) == "
           f"concat(conv2d(x, a, {_CONV1}), conv2d(x, b, {_CONV1}), axis=1)",
           "output channels are independent: two convolutions of one input are one with stacked kernels"),
+    Axiom("conv-concat-weights-bias", f"conv2d(x, concat(a, b, axis=0), concat(c, d, axis=0), {_CONV1}) == "
+          f"concat(conv2d(x, a, c, {_CONV1}), conv2d(x, b, d, {_CONV1}), axis=1)"),
     Axiom("conv-concat-batch", f"conv2d(concat(a, b, axis=0), w, {_CONV}) == "
           f"concat(conv2d(a, w, {_CONV}), conv2d(b, w, {_CONV}), axis=0)"),
     Axiom("conv-concat-channels", f"conv2d(concat(a, b, axis=1), concat(c, d, axis=1), {_CONV1}) == "
@@ -462,7 +464,7 @@ AXIOMS = (
           f"concat(conv2d(a, c, {_CONV1}), conv2d(b, d, {_CONV1}), axis=1) "
           "where dim(a, 1) == dim(b, 1), dim(c, 0) == dim(d, 0)",
           "two equal halves make a grouped convolution: only when the shapes line up"),
-    Axiom("conv-enlarge", f"conv2d(x, enlarge(w, kernel=[?kh, ?kw]), stride=[?sh, ?sw], pad=[?pt, ?pl, ?pb, ?pr], "
+    Axiom("conv-enlarge", "conv2d(x, enlarge(w, kernel=[?kh, ?kw]), stride=[?sh, ?sw], pad=[?pt, ?pl, ?pb, ?pr], "
           "groups=?g) == conv2d(x, w, stride=[?sh, ?sw], pad=[?pt - (?kh - dim(w, 2)) // 2, "
           "?pl - (?kw - dim(w, 3)) // 2, ?pb - (?kh - dim(w, 2)) // 2, ?pr - (?kw - dim(w, 3)) // 2], groups=?g) "
           "where ?pt >= (?kh - dim(w, 2)) // 2, ?pb >= (?kh - dim(w, 2)) // 2, ?pl >= (?kw - dim(w, 3)) // 2, "
@@ -477,6 +479,12 @@ AXIOMS = (
     *(Axiom(f"{pool}-concat", f"{pool}(concat(a, b, axis=?k), {_POOL}) == "
             f"concat({pool}(a, {_POOL}), {pool}(b, {_POOL}), axis=?k) where ?k <= 1",
             "pooling treats batch and channels independently") for pool in ("maxpool2d", "avgpool2d")),
+    *(Axiom(f"{pool}-concat-height", f"{pool}(concat(a, b, axis=2), kernel=[?kh, ?kw], stride=[?kh, ?sw], "
+            f"pad=[0, ?pl, 0, ?pr]) == concat({pool}(a, kernel=[?kh, ?kw], stride=[?kh, ?sw], pad=[0, ?pl, 0, ?pr]), "
+            f"{pool}(b, kernel=[?kh, ?kw], stride=[?kh, ?sw], pad=[0, ?pl, 0, ?pr]), axis=2) "
+            "where dim(a, 2) % ?kh == 0",
+            "windows that tile the height without overlap never straddle the seam") for pool in ("maxpool2d",
+                                                                                                  "avgpool2d")),
     Axiom("maxpool-relu", f"relu(maxpool2d(x, {_POOL})) == maxpool2d(relu(x), {_POOL})",
           "relu is monotone"),
 )

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from taso_py.errors import AttrError, ShapeError, Unsupported
+from taso_py.ops.elementwise import ACTIVATIONS
 from taso_py.ops.onnx_map import (
     ExportContext,
     ExportNode,
@@ -16,7 +17,6 @@ from taso_py.ops.onnx_map import (
     direct_export,
     direct_import,
 )
-from taso_py.ops.elementwise import ACTIVATIONS
 from taso_py.ops.schema import Axiom, Fusion, OpDef, norm_axis, same_dtype, set_attr
 from taso_py.ops.symbolic import Arith, ScalarDomain, SymShape, axis_in_range, select
 from taso_py.types import TensorType
@@ -283,7 +283,8 @@ def _pad_shape(in_types: Sequence[TensorType], a: PadAttrs) -> tuple[TensorType,
     if len(a.pads) != 2 * len(s):
         raise ShapeError(f"needs {2 * len(s)} pads for rank {len(s)}, got {len(a.pads)}")
     out = tuple(d + a.pads[i] + a.pads[i + len(s)] for i, d in enumerate(s))
-    if any(d < 0 for d in out):
+    kept = (d + min(a.pads[i], 0) + min(a.pads[i + len(s)], 0) for i, d in enumerate(s))
+    if any(d < 0 for d in out) or any(k < 0 for k in kept):
         raise ShapeError(f"pads {list(a.pads)} crop more than {list(s)} holds")
     return (TensorType(out, in_types[0].dtype),)
 
@@ -295,11 +296,13 @@ def _pad_ref(xs: Sequence[np.ndarray], a: PadAttrs) -> tuple[np.ndarray, ...]:
     return (np.pad(x[crop], widths, constant_values=np.asarray(a.value, x.dtype)),)
 
 
-def _sym_pad(s: Sequence[tuple], a: PadAttrs, _A: Arith) -> SymShape | None:
+def _sym_pad(s: Sequence[tuple], a: PadAttrs, A: Arith) -> SymShape | None:
     x, r = s[0], len(s[0])
     if len(a.pads) != 2 * r:
         return None
-    return (tuple(d + a.pads[i] + a.pads[i + r] for i, d in enumerate(x)),), ()
+    crop = [A.ite(p < 0, p, 0) for p in a.pads]
+    return (tuple(d + a.pads[i] + a.pads[i + r] for i, d in enumerate(x)),), tuple(
+        d + crop[i] + crop[i + r] >= 0 for i, d in enumerate(x))
 
 
 def _pad_sym(xs: Sequence[np.ndarray], a: PadAttrs, D: ScalarDomain) -> tuple[np.ndarray, ...]:

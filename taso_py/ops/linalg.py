@@ -85,14 +85,16 @@ AXIOMS = (
     Axiom("matmul-concat-rows", "matmul(concat(a, b, axis=?k), c) == concat(matmul(a, c), matmul(b, c), axis=-2) "
           "where ?k == rank(a) - 2, rank(a) == rank(c)",
           "rows of the left operand are independent (same rank: no broadcasting over the concat)"),
-    Axiom("matmul-concat-batch-right", "matmul(a, concat(b, c, axis=?k)) == concat(matmul(a, b), matmul(a, c), axis=?k) "
+    Axiom("matmul-concat-batch-right",
+          "matmul(a, concat(b, c, axis=?k)) == concat(matmul(a, b), matmul(a, c), axis=?k) "
           "where ?k < rank(b) - 2, ?k < rank(b) - rank(a)",
           "batches of the right operand are independent where the left one has no such dim"),
     Axiom("matmul-concat-batch-right-1", "matmul(a, concat(b, c, axis=?k)) == concat(matmul(a, b), matmul(a, c), "
           "axis=?k) where ?k < rank(b) - 2, rank(a) <= rank(b), ?k + rank(a) - rank(b) >= 0, "
           "dim(a, ?k + rank(a) - rank(b)) == 1",
           "... or broadcasts it from size 1"),
-    Axiom("matmul-concat-batch-left", "matmul(concat(a, b, axis=?k), c) == concat(matmul(a, c), matmul(b, c), axis=?k) "
+    Axiom("matmul-concat-batch-left",
+          "matmul(concat(a, b, axis=?k), c) == concat(matmul(a, c), matmul(b, c), axis=?k) "
           "where ?k < rank(a) - 2, ?k < rank(a) - rank(c)", "batches of the left operand are independent"),
     Axiom("matmul-concat-batch-left-1", "matmul(concat(a, b, axis=?k), c) == concat(matmul(a, c), matmul(b, c), "
           "axis=?k) where ?k < rank(a) - 2, rank(c) <= rank(a), ?k + rank(c) - rank(a) >= 0, "

@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any, Protocol
@@ -65,7 +64,8 @@ class IntArith:
 INT = IntArith()
 
 
-def concrete_shapes(fn: SymShapeFn, shapes: Sequence[tuple[int, ...]], attrs: Any) -> tuple[tuple[int, ...], ...] | None:
+def concrete_shapes(fn: SymShapeFn, shapes: Sequence[tuple[int, ...]], attrs: Any
+                    ) -> tuple[tuple[int, ...], ...] | None:
     """Output shapes where the model defines the operator on these concrete shapes, else None."""
     result = fn(shapes, attrs, INT)
     if result is None:
@@ -158,6 +158,3 @@ def as_objects(x: np.ndarray, D: ScalarDomain) -> np.ndarray:
     return elementwise(lambda v: D.const(Fraction(v) if isinstance(v, (int, np.integer)) else v),
                        np.asarray(x, dtype=object))
 
-
-def sigmoid(v: float) -> float:
-    return 0.5 * (1.0 + math.tanh(0.5 * v))

@@ -1,0 +1,191 @@
+"""The verifier's parts: shape models and symbolic semantics against the real operators,
+axiom validation (and that it catches a wrong axiom), the prover's outcomes, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from taso_py import ops
+from taso_py.cli import main
+from taso_py.library import parse_rule
+from taso_py.ops.schema import Axiom
+from taso_py.ops.symbolic import FLOAT, as_objects
+from verifier.concrete import Instance, evaluate, numeric, symbolic
+from verifier.encoding import encode_rule
+from verifier.prover import prove
+from verifier.refuter import instances
+from verifier.validation import validate
+
+# One term per verifiable operator, so its model and semantics can be checked on many shapes.
+OP_TERMS = {
+    "relu": "relu(x)", "sigmoid": "sigmoid(x)", "tanh": "tanh(x)", "erf": "erf(x)",
+    "gelu": "gelu(x, approximate=tanh)", "add": "add(x, y)", "mul": "mul(x, y)", "sub": "sub(x, y)",
+    "div": "div(x, y)", "scalar_mul": "scalar_mul(x, scale=?s)", "matmul": "matmul(x, y)",
+    "conv2d": "conv2d(x, y, z, stride=[?a, ?b], pad=[?c, 0, 1, ?d], dilation=[1, ?e], groups=?g, act=relu)",
+    "maxpool2d": "maxpool2d(x, kernel=[?a, 2], stride=[?b, 1], pad=[?c, 0, 0, 1])",
+    "avgpool2d": "avgpool2d(x, kernel=[?a, 2], stride=[?b, 1], pad=[?c, 0, 0, 1], count_include_pad=?f)",
+    "global_avgpool": "global_avgpool(x)", "enlarge": "enlarge(x, kernel=[?a, ?b])",
+    "concat": "concat(x, y, z, axis=?k)", "split": "split(x, axis=?k, sizes=[?a, ?b, ?c])[1]",
+    "transpose": "transpose(x, perm=[2, 0, 1])", "reshape": "reshape(x, shape=[?a, ?b])",
+    "flatten": "flatten(x, axis=?k)", "pad": "pad(x, pads=[?a, -1, ?b, 2], value=?s)",
+    "batchnorm": "batchnorm(x, y, z, u, v, epsilon=0.5)", "softmax": "softmax(x, axis=?k)",
+    "const_iconv": "const_iconv(channels=?a, kernel=[?b, 3], groups=?c)",
+    "const_pool": "const_pool(channels=?a, kernel=[?b, 2])", "const_imm": "const_imm(n=?a)",
+    "const_one": "const_one(shape=[?a, 2, ?b])",
+}
+
+
+def test_every_verifiable_operator_has_a_term() -> None:
+    verifiable = {n for n, op in ops.OPS.items() if op.algebra and op.verifiable}
+    assert verifiable == set(OP_TERMS)
+
+
+def _instances(term: str, count: int, seed: int) -> tuple:
+    rule = parse_rule(f"{term} == {term}")
+    return rule, instances(rule, encode_rule(rule), count, random.Random(seed), max_dim=4)
+
+
+@pytest.mark.parametrize("op", sorted(OP_TERMS))
+def test_shape_model_and_symbolic_semantics_match_the_operator(op: str) -> None:
+    """Where the model defines the op, the real shape rule agrees (evaluate cross-checks it), and
+    sym_value over floats equals the numpy reference."""
+    rule, found = _instances(OP_TERMS[op], 12, seed=1)
+    assert len(found) >= 3, f"too few instances of {op}"
+    rng = np.random.default_rng(0)
+    for inst in found:
+        values = {v: rng.uniform(0.5, 2.0, size=s) for v, s in inst.shapes.items()}
+        want = evaluate(rule.src[0], inst, values, numeric)
+        objects = {v: as_objects(a, FLOAT) for v, a in values.items()}
+        got = evaluate(rule.src[0], inst, objects, symbolic(FLOAT))
+        assert got.shape == want.shape
+        rtol = 1e-6 if want.dtype == np.float32 else 1e-9  # the constants are float32 by default
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=rtol, atol=1e-12, err_msg=inst.describe())
+
+
+def test_every_axiom_is_valid_on_a_few_instances() -> None:
+    """The fast subset; `taso axioms validate --full` runs the big sweep."""
+    failed = {}
+    for name, axiom in ops.AXIOMS.items():
+        report = validate(axiom, limit=3)
+        if not report.ok:
+            failed[name] = report.to_json()
+    assert not failed
+
+
+@pytest.mark.parametrize("text, why", [
+    ("relu(add(a, b)) == add(relu(a), relu(b))", "relu is not additive"),
+    ("concat(relu(a), b, axis=?k) == relu(concat(a, b, axis=?k))", "relu applied to one part only"),
+    ("matmul(a, b) == matmul(b, a)", "matmul does not commute"),
+    ("split(concat(a, b, axis=?k), axis=?k, sizes=[dim(b, ?k), dim(a, ?k)])[0] == a", "sizes swapped"),
+])
+def test_a_wrong_axiom_is_caught_with_its_counterexample(text: str, why: str) -> None:
+    report = validate(Axiom("wrong", text, why), limit=20)
+    assert not report.ok and report.failures, why
+    failure = report.failures[0]
+    assert failure.instance.shapes and ("differ" in failure.message)
+
+
+@pytest.mark.parametrize("name", ["relu-scale", "matmul-concat-batch-right-1"])
+def test_a_wrong_shape_guard_is_caught(name: str) -> None:
+    """Dropping the condition of a conditional axiom makes it invalid."""
+    axiom = ops.AXIOMS[name]
+    unguarded = axiom.text.split(" where ")[0] + (" where ?k < rank(b) - 2" if "?k" in axiom.text else "")
+    report = validate(Axiom("unguarded", unguarded), limit=40)
+    assert report.failures, unguarded
+
+
+def test_proved_rule_names_axioms_from_the_unsat_core() -> None:
+    result = prove(parse_rule("relu(conv2d(x, w, pad=[1, 1, 1, 1])) == conv2d(x, w, pad=[1, 1, 1, 1], act=relu)"))
+    assert result.status == "PROVED"
+    assert result.axioms == ("conv-relu",)
+
+
+def test_precondition_from_the_where_clause_is_reported() -> None:
+    """TASO could not prove this grouped-convolution identity: it holds only when the halves match."""
+    text = ("conv2d(concat(a, b, axis=1), concat(c, d, axis=0), groups=2) == "
+            "concat(conv2d(a, c), conv2d(b, d), axis=1)")
+    assert prove(parse_rule(text)).status == "REFUTED"
+    result = prove(parse_rule(text + " where dim(c, 0) == dim(d, 0)"))
+    assert result.status == "PROVED"
+    assert result.preconditions == ("dim(c, 0) == dim(d, 0)",)
+    assert "conv-groups-concat" in result.axioms
+
+
+def test_shape_dependent_identity_without_its_condition_is_refuted() -> None:
+    pool = "kernel=[2, 2], stride=[2, 2]"
+    text = (f"maxpool2d(concat(a, b, axis=2), {pool}) == "
+            f"concat(maxpool2d(a, {pool}), maxpool2d(b, {pool}), axis=2)")
+    result = prove(parse_rule(text))
+    assert result.status == "REFUTED"
+    cx = result.counterexample
+    assert cx.shapes["a"][2] % 2 == 1  # the odd height is what breaks it
+    assert not np.allclose(cx.src, cx.dst)
+
+
+def test_counterexample_is_reproducible_with_numpy() -> None:
+    rule = parse_rule("transpose(matmul(a, b), perm=[1, 0]) == matmul(transpose(a, perm=[1, 0]), "
+                      "transpose(b, perm=[1, 0]))")
+    result = prove(rule)
+    assert result.status == "REFUTED"
+    cx = result.counterexample
+    a, b = cx.inputs["a"], cx.inputs["b"]
+    np.testing.assert_array_equal(cx.src, (a @ b).T)
+    np.testing.assert_array_equal(cx.dst, a.T @ b.T)
+
+
+def test_a_timeout_is_unknown_never_a_proof() -> None:
+    rule = parse_rule("matmul(matmul(matmul(a, b), c), d) == matmul(a, matmul(b, matmul(c, d)))")
+    result = prove(rule, timeout=0.001, refute_first=False)
+    assert result.status == "UNKNOWN"
+
+
+def test_operator_outside_the_model_is_unknown() -> None:
+    result = prove(parse_rule("layernorm(x, s) == layernorm(x, s)"))
+    assert result.status == "UNKNOWN" and "outside the verifier's model" in result.reason
+
+
+def test_instances_satisfy_the_rule_hypotheses() -> None:
+    rule = parse_rule("matmul(x, concat(w1, w2, axis=1)) == concat(matmul(x, w1), matmul(x, w2), axis=1)")
+    for inst in instances(rule, encode_rule(rule), 10, random.Random(3)):
+        assert isinstance(inst, Instance)
+        assert inst.shapes["x"][-1] == inst.shapes["w1"][-2]
+
+
+# ---- CLI ---------------------------------------------------------------------------------
+
+def _run(*args: str) -> object:
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_cli_verify_rule_exit_codes() -> None:
+    proved = _run("verify-rule", "add(a, b) == add(b, a)")
+    assert proved.exit_code == 0 and "PROVED" in proved.output and "add-comm" in proved.output
+    refuted = _run("verify-rule", "relu(add(a, b)) == add(relu(a), relu(b))")
+    assert refuted.exit_code == 1 and "REFUTED" in refuted.output and "counterexample" in refuted.output
+
+
+def test_cli_verify_rule_json() -> None:
+    out = _run("verify-rule", "--json", "matmul(matmul(a, b), c) == matmul(a, matmul(b, c))")
+    doc = json.loads(out.output)
+    assert doc["status"] == "PROVED" and doc["axioms"] == ["matmul-assoc"] and doc["method"] == "z3-axioms"
+
+
+def test_cli_malformed_rule_is_exit_2_with_the_column(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["verify-rule", "relu(add(a, b) == x"], standalone_mode=False)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "column 16" in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_axioms_list_and_validate() -> None:
+    listed = json.loads(_run("axioms", "list", "--json").output)
+    assert {a["name"] for a in listed["axioms"]} == set(ops.AXIOMS)
+    checked = _run("axioms", "validate", "--only", "add-comm", "--only", "conv-enlarge", "--json")
+    doc = json.loads(checked.output)
+    assert checked.exit_code == 0 and doc["failed"] == [] and len(doc["axioms"]) == 2
