@@ -169,6 +169,14 @@ def test_cli_verify_rule_exit_codes() -> None:
     assert refuted.exit_code == 1 and "REFUTED" in refuted.output and "counterexample" in refuted.output
 
 
+def test_cli_prints_list_attributes_verbatim() -> None:
+    """Rule text holds brackets; the console must not read them as markup."""
+    text = "relu(conv2d(x, w, pad=[1, 1, 1, 1])) == conv2d(x, w, pad=[1, 1, 1, 1], act=relu)"
+    assert text in _run("verify-rule", text).output
+    listed = _run("axioms", "list").output
+    assert "sizes=[dim(a, ?k)," in listed.replace("\n", "")
+
+
 def test_cli_verify_rule_json() -> None:
     out = _run("verify-rule", "--json", "matmul(matmul(a, b), c) == matmul(a, matmul(b, c))")
     doc = json.loads(out.output)

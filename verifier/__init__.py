@@ -1,5 +1,11 @@
-"""Z3 verification of graph substitutions (axioms, axiom validation, prover, refuter).
+"""The verifier: proves rewrite rules from validated operator axioms with Z3, or refutes them.
 
-Empty until the verifier lands (issue 4); the package exists so the layout and the
-installed distribution are what later work builds on.
+`prove(rule)` returns `Proved`, `Refuted` or `Unknown` (see `verifier.prover`);
+`validate(axiom)` checks an axiom against the operators' semantics (see `verifier.validation`).
 """
+
+from verifier.prover import prove
+from verifier.results import Counterexample, Proved, Refuted, Result, Unknown
+from verifier.validation import validate
+
+__all__ = ["Counterexample", "Proved", "Refuted", "Result", "Unknown", "prove", "validate"]

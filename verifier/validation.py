@@ -4,8 +4,10 @@ For an instance (shapes of the tensor variables, values of the attribute variabl
 both sides are defined and the `where` clause holds, both sides are evaluated element by element
 over tensors of Z3 real variables, with `sym_value` (itself tested against the numpy reference).
 The axiom holds there if the output shapes agree and Z3 proves every pair of elements equal.
-Instances are enumerated by Z3 from the shape model with every dim in 1..4; the shape model is
-cross-checked against the real shape rule along the way.
+Instances are distinct models of the shape constraints found by Z3, every dim in 1..4 and random
+preferences steering it around the space: a few per axiom by default, up to FULL_INSTANCES with
+`full` (every instance where an axiom has fewer). The shape model is cross-checked against the
+real shape rule along the way.
 """
 
 from __future__ import annotations

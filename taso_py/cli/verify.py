@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from itertools import repeat
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
 
@@ -35,8 +38,8 @@ def verify_rule(rule: str, timeout: float, seed: int, as_json: bool) -> None:
     if as_json:
         emit_json({"rule": format_rule(parsed), **result.to_json()})
     else:
-        out = Console(highlight=False, soft_wrap=True)
-        out.print(f"[bold]{result.status}[/]  {format_rule(parsed)}  ({result.seconds:.2f} s)")
+        out = Console(highlight=False, soft_wrap=True, markup=False)
+        out.print(f"[bold]{result.status}[/]  {escape(format_rule(parsed))}  ({result.seconds:.2f} s)", markup=True)
         if result.status == "PROVED":
             out.print(f"  axioms used: {', '.join(result.axioms) or 'none (both sides are the same term)'}")
             out.print(f"  preconditions: {', '.join(result.preconditions) or 'none beyond both sides being defined'}")
@@ -68,12 +71,13 @@ def list_axioms(as_json: bool) -> None:
     for col in ("name", "axiom"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(r["name"], r["text"])
+        table.add_row(r["name"], escape(r["text"]))
     Console(highlight=False).print(table)
 
 
 @axioms.command("validate")
-@click.option("--full", is_flag=True, help="Many instances per axiom (every dim in 1..4), in parallel.")
+@click.option("--full", is_flag=True,
+              help="Up to 400 distinct instances per axiom (dims in 1..4) instead of 6, in parallel.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Processes for --full (default: cores).")
 @click.option("--only", "names", multiple=True, metavar="NAME", help="Validate only this axiom (repeatable).")
 @json_option
@@ -90,10 +94,9 @@ def validate_axioms(full: bool, workers: int | None, names: tuple[str, ...], as_
     reports: list[Report] = []
     with Progress(console=Console(stderr=True), transient=True, disable=as_json) as progress:
         task = progress.add_task("validating axioms", total=len(todo))
-        with ProcessPoolExecutor(workers or os.cpu_count() or 1) if full else _Inline() as pool:
-            for report in pool.map(_validate, todo, [full] * len(todo)):
-                reports.append(report)
-                progress.advance(task)
+        for report in _reports(todo, full, workers):
+            reports.append(report)
+            progress.advance(task)
     failed = [r for r in reports if not r.ok]
     if as_json:
         emit_json({"full": full, "axioms": [r.to_json() for r in reports], "failed": [r.axiom for r in failed]})
@@ -102,23 +105,19 @@ def validate_axioms(full: bool, workers: int | None, names: tuple[str, ...], as_
     sys.exit(1 if failed else 0)
 
 
+def _reports(names: list[str], full: bool, workers: int | None) -> Iterator:
+    """Validation reports in order: in this process (fast mode) or a process pool (--full)."""
+    if not full:
+        yield from map(_validate, names, repeat(False))
+        return
+    with ProcessPoolExecutor(workers or os.cpu_count() or 1) as pool:
+        yield from pool.map(_validate, names, repeat(True))
+
+
 def _validate(name: str, full: bool) -> object:
     from verifier.validation import validate
 
     return validate(ops.AXIOMS[name], full=full)
-
-
-class _Inline:
-    """A stand-in for a process pool: validation in this process (fast mode)."""
-
-    def __enter__(self) -> _Inline:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def map(self, fn, *iterables):
-        return map(fn, *iterables)
 
 
 def _print_reports(reports: list, full: bool) -> None:
@@ -132,6 +131,6 @@ def _print_reports(reports: list, full: bool) -> None:
     out.print(table)
     for r in reports:
         for f in r.failures:
-            out.print(f"[red]{r.axiom}[/]: {f.instance.describe()}: {f.message}")
+            out.print(f"[red]{r.axiom}[/]: {escape(f.instance.describe())}: {escape(f.message)}")
     total = sum(r.instances for r in reports)
     out.print(f"{sum(r.ok for r in reports)}/{len(reports)} axioms valid on {total} instances")
