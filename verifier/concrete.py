@@ -101,10 +101,9 @@ Apply_fn = Callable[[str, Sequence[Any], Any], tuple[Any, ...]]
 
 def evaluate(t: Term, inst: Instance, inputs: Mapping[str, Any], run: Apply_fn, memo: dict | None = None) -> Any:
     """The value of `t`: `run(op, values, attrs)` computes one operator; Undefined where ⊥."""
-    memo = {} if memo is None else memo
-    key = (id(t), t)
-    if key in memo:
-        return memo[key]
+    memo = {} if memo is None else memo  # terms are values: equal subterms are computed once
+    if t in memo:
+        return memo[t]
     if isinstance(t, Var):
         out = inputs[t.name]
     elif isinstance(t, Pick):
@@ -114,7 +113,7 @@ def evaluate(t: Term, inst: Instance, inputs: Mapping[str, Any], run: Apply_fn, 
         if len(outs) != 1:
             raise InputError(f"{t.op} has {len(outs)} outputs: pick one with [i]")
         out = outs[0]
-    memo[key] = out
+    memo[t] = out
     return out
 
 
