@@ -191,6 +191,13 @@ def test_cli_malformed_rule_is_exit_2_with_the_column(capsys: pytest.CaptureFixt
     assert "column 16" in err and len(err.strip().splitlines()) == 1
 
 
+def test_cli_invalid_attribute_value_is_exit_2(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["verify-rule", "conv2d(x, w, act=foo) == conv2d(x, w, act=foo)"], standalone_mode=False)
+    assert e.value.code == 2
+    assert "act must be one of" in capsys.readouterr().err
+
+
 def test_cli_axioms_list_and_validate() -> None:
     listed = json.loads(_run("axioms", "list", "--json").output)
     assert {a["name"] for a in listed["axioms"]} == set(ops.AXIOMS)

@@ -342,6 +342,7 @@ class Encoder:
 
     def _params(self, t: Apply, opdef: OpDef, env: Env, args: list) -> tuple[list, list[int]]:
         given = dict(t.attrs)
+        _check_literal_attrs(opdef, given)
         defaults = {f.name: f.default for f in dataclasses.fields(opdef.attrs)}
         params, lengths = [], []
         for f in fields(opdef):
@@ -364,6 +365,17 @@ class Encoder:
                 encoded = [_positive_axis(v, given.get("axis"), args) for v in encoded]
             params.extend(encoded)
         return params, lengths
+
+
+def _check_literal_attrs(opdef: OpDef, given: dict[str, Expr]) -> None:
+    """Attributes written as plain values must be ones the operator accepts (act=relu, not act=foo)."""
+    def plain(e: Expr) -> bool:
+        return isinstance(e, Lit) or (isinstance(e, Seq) and all(isinstance(i, Lit) for i in e.items))
+
+    if all(plain(e) for e in given.values()) and all(
+            f.name in given or f.default is not dataclasses.MISSING for f in dataclasses.fields(opdef.attrs)):
+        opdef.make_attrs(**{name: e.value if isinstance(e, Lit) else tuple(i.value for i in e.items)
+                            for name, e in given.items()})
 
 
 def _positive_axis(value: Any, written: Expr | None, args: list) -> Any:

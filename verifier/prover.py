@@ -12,7 +12,7 @@ import time
 
 import z3
 
-from taso_py.errors import InputError
+from taso_py.errors import AttrError, InputError
 from taso_py.library.terms import Rule
 from verifier.axioms import Compiled, compile_all, op_names
 from verifier.encoding import RANK, EncodedRule, encode_rule, shape_axiom
@@ -26,6 +26,8 @@ def prove(rule: Rule, timeout: float = DEFAULT_TIMEOUT, *, refute_first: bool = 
     start = time.perf_counter()
     try:
         encoded = encode_rule(rule)
+    except AttrError:
+        raise  # a malformed rule (act=foo), not a question the verifier can answer
     except InputError as e:
         return Unknown(str(e), time.perf_counter() - start)
     if refute_first:
