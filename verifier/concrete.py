@@ -118,11 +118,15 @@ def evaluate(t: Term, inst: Instance, inputs: Mapping[str, Any], run: Apply_fn, 
 
 
 def _apply(t: Apply, inst: Instance, inputs: Mapping[str, Any], run: Apply_fn, memo: dict) -> tuple:
-    args = [evaluate(a, inst, inputs, run, memo) for a in t.args]
-    shapes = [tuple(np.shape(a)) for a in args]
-    attrs = attributes(t, inst, shapes)
-    shape_of(t.op, shapes, attrs)
-    return run(t.op, args, attrs)
+    """All outputs of one application, computed once however many of them are picked."""
+    key = ("outputs", t)
+    if key not in memo:
+        args = [evaluate(a, inst, inputs, run, memo) for a in t.args]
+        shapes = [tuple(np.shape(a)) for a in args]
+        attrs = attributes(t, inst, shapes)
+        shape_of(t.op, shapes, attrs)
+        memo[key] = run(t.op, args, attrs)
+    return memo[key]
 
 
 def numeric(op: str, args: Sequence[np.ndarray], attrs: Any) -> tuple[np.ndarray, ...]:

@@ -14,10 +14,12 @@ matcher read the same shape rule.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from types import SimpleNamespace
 from typing import Any
 
 import z3
@@ -165,12 +167,7 @@ class Symbol:
         for f, n in self.layout():
             items = tuple(next(it) for _ in range(n))
             values[f.name] = items if (f.count is None or f.count > 1) else items[0]
-        return _Attrs(values)
-
-
-class _Attrs:
-    def __init__(self, values: dict[str, Any]) -> None:
-        self.__dict__.update(values)
+        return SimpleNamespace(**values)
 
 
 def shape_fact(sym: Symbol, params: Sequence[Any], args: Sequence[z3.ExprRef], term: z3.ExprRef) -> z3.BoolRef:
@@ -202,6 +199,7 @@ def shape_fact(sym: Symbol, params: Sequence[Any], args: Sequence[z3.ExprRef], t
     return z3.And(*facts)
 
 
+@functools.cache
 def shape_axiom(sym: Symbol) -> z3.BoolRef:
     """`shape_fact` for every application of `sym`, as a quantified formula."""
     params = [z3.Const(f"p{i}", s) for i, s in enumerate(sym.param_sorts())]
@@ -394,6 +392,13 @@ class EncodedRule:
     dst: list[z3.ExprRef]
     hypotheses: list[z3.BoolRef]  # variables are tensors; both sides defined, with equal shapes
     preconditions: list[tuple[str, z3.BoolRef]]  # the rule's `where` clause, by text
+
+    def shape_solver(self, *extra: z3.BoolRef) -> z3.Solver:
+        """A solver over the shape constraints alone: its models are shapes the rule speaks about."""
+        solver = z3.Solver()
+        solver.set("timeout", 5000)
+        solver.add(*self.hypotheses, *self.ground_shape_facts(), *(f for _, f in self.preconditions), *extra)
+        return solver
 
     def ground_shape_facts(self) -> list[z3.BoolRef]:
         """The shape facts of every application in the rule (quantifier-free)."""

@@ -72,9 +72,7 @@ def _by_ranks(encoded: EncodedRule, axioms: list[Compiled], deadline: float) -> 
 
 def rank_cases(encoded: EncodedRule, limit: int) -> list[dict[str, int]]:
     """The assignments of ranks to tensor variables under which both sides can be defined."""
-    solver = z3.Solver()
-    solver.set("timeout", 5000)
-    solver.add(*encoded.hypotheses, *encoded.ground_shape_facts(), *(f for _, f in encoded.preconditions))
+    solver = encoded.shape_solver()
     ranks = {v: RANK(x) for v, x in encoded.env.tensors.items()}
     cases = []
     while len(cases) < limit and solver.check() == z3.sat:

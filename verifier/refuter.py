@@ -40,9 +40,7 @@ def refute(rule: Rule, *, shapes: int = 8, inputs: int = 2, seed: int = 0,
 def instances(rule: Rule, enc: EncodedRule, count: int, rng: random.Random, max_dim: int = MAX_DIM,
               extra: list[z3.BoolRef] | None = None) -> list[Instance]:
     """Up to `count` distinct shape instances on which both sides are defined with equal shapes."""
-    solver = z3.Solver()
-    solver.set("timeout", 5000)
-    solver.add(*enc.hypotheses, *enc.ground_shape_facts(), *(f for _, f in enc.preconditions), *(extra or []))
+    solver = enc.shape_solver(*(extra or []))
     xs = list(enc.env.tensors.values())
     dims = [DIM(x, k) for x in xs for k in range(MAX_RANK)]
     solver.add(*(d <= max_dim for d in dims))
@@ -107,7 +105,7 @@ def _try(rule: Rule, inst: Instance, rng: np.random.Generator) -> Counterexample
     except Undefined:
         return None  # attribute values the operator table rejects: not an instance after all
     # the constant operators default to float32 (1/9 rounds there): compare at that precision then
-    single = any(np.asarray(v).dtype == np.float32 for v in memo.values())
+    single = any(getattr(v, "dtype", None) == np.float32 for v in memo.values())
     tol = FLOAT32_TOLERANCE if single else TOLERANCE
     for i, (a, b) in enumerate(zip(src, dst)):
         a, b = a.astype(np.float64), b.astype(np.float64)

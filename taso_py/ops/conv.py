@@ -20,7 +20,7 @@ from taso_py.ops.onnx_map import (
     direct_import,
 )
 from taso_py.ops.schema import Axiom, Fusion, OpDef, float_only, int_tuple, same_dtype, set_attr
-from taso_py.ops.symbolic import Arith, ScalarDomain, SymShape, window
+from taso_py.ops.symbolic import INT, Arith, ScalarDomain, SymShape, window
 from taso_py.types import TensorType
 
 ACTS = ("none", *ACTIVATIONS)
@@ -224,8 +224,8 @@ def _sym_pool(s: Sequence[tuple], a: MaxPoolAttrs, A: Arith) -> SymShape | None:
 def _pool_cells(x: np.ndarray, a: MaxPoolAttrs) -> tuple[tuple[int, int], dict]:
     """For each output position (floor mode) the list of input cells its window covers."""
     h, w = x.shape[2:]
-    ho = (h + a.pad[0] + a.pad[2] - a.kernel[0]) // a.stride[0] + 1
-    wo = (w + a.pad[1] + a.pad[3] - a.kernel[1]) // a.stride[1] + 1
+    ho, _ = window(INT, h, a.kernel[0], a.stride[0], a.pad[0], a.pad[2])
+    wo, _ = window(INT, w, a.kernel[1], a.stride[1], a.pad[1], a.pad[3])
     cells = {}
     for i in range(ho):
         for j in range(wo):
