@@ -47,8 +47,9 @@ def instances(rule: Rule, enc: EncodedRule, count: int, rng: random.Random, max_
     for v in enc.env.attrs.values():
         if v.sort() == z3.IntSort():
             solver.add(v >= -4, v <= 8)
-        elif v.sort() == z3.RealSort():
-            solver.add(v >= -4, v <= 4)
+        elif v.sort() == z3.RealSort():  # quarters: exact in floats, so attribute arithmetic stays exact
+            quarters = z3.Int(f"{v}*4")
+            solver.add(v >= -4, v <= 4, v * 4 == z3.ToReal(quarters))
     found: list[Instance] = []
     while len(found) < count:
         wish = [RANK(x) == rng.randint(1, MAX_RANK) for x in xs if rng.random() < 0.5]
