@@ -31,7 +31,7 @@ def refute(rule: Rule, *, shapes: int = 8, inputs: int = 2, seed: int = 0,
     rng = random.Random(seed)
     for inst in instances(rule, encoded or encode_rule(rule), shapes, rng):
         for _ in range(inputs):
-            found = _try(rule, inst, np.random.default_rng(rng.randrange(2**32)))
+            found = check_instance(rule, inst, np.random.default_rng(rng.randrange(2**32)))
             if found is not None:
                 return found
     return None
@@ -97,7 +97,8 @@ def _python(v: z3.ExprRef) -> Any:
     return v.as_string()
 
 
-def _try(rule: Rule, inst: Instance, rng: np.random.Generator) -> Counterexample | None:
+def check_instance(rule: Rule, inst: Instance, rng: np.random.Generator) -> Counterexample | None:
+    """Both sides on one instance with random small integers (float64): a counterexample or None."""
     values = {v: rng.integers(-3, 4, size=s).astype(np.float64) for v, s in inst.shapes.items()}
     try:
         memo: dict = {}

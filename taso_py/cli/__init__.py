@@ -7,7 +7,9 @@ import click
 from taso_py import __version__
 from taso_py.cli.common import TasoGroup, setup_logging
 from taso_py.cli.convert import convert
+from taso_py.cli.generate import generate_rules
 from taso_py.cli.info import info
+from taso_py.cli.rules import rules
 from taso_py.cli.verify import axioms, verify_rule
 
 
@@ -23,3 +25,5 @@ main.add_command(info)
 main.add_command(convert)
 main.add_command(verify_rule)
 main.add_command(axioms)
+main.add_command(generate_rules)
+main.add_command(rules)

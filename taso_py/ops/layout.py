@@ -118,7 +118,7 @@ def _sym_concat(s: Sequence[tuple], a: AxisAttrs, A: Arith) -> SymShape | None:
     if any(len(t) != r for t in s):
         return None
     k = a.axis
-    out = tuple(A.ite(k == i, sum(t[i] for t in s[1:]) + s[0][i], s[0][i]) for i in range(r))
+    out = tuple(A.ite(k == i, sum((t[i] for t in s[1:]), s[0][i]), s[0][i]) for i in range(r))  # in argument order
     same = tuple(A.any(k == i, t[i] == s[0][i]) for t in s[1:] for i in range(r))
     return (out,), (*axis_in_range(k, r), *same)
 

@@ -1,0 +1,74 @@
+"""Where shards run: one interface, local processes by default, a Dask cluster on request.
+
+A task is a picklable module-level function and a list of argument tuples; `map` yields
+`(index, result)` as tasks finish, so the caller can show progress and checkpoint, and sorts
+by index when it needs a deterministic order. The same shard functions run everywhere, so a
+cluster gives the same library as a laptop.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol
+
+from taso_py.errors import InputError
+
+
+class Executor(Protocol):
+    def map(self, fn: Callable[..., Any], tasks: Sequence[tuple]) -> Iterator[tuple[int, Any]]: ...
+    def close(self) -> None: ...
+
+
+class LocalExecutor:
+    """`workers` processes (1: in this process, which keeps tracebacks and profiles simple)."""
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = workers or os.cpu_count() or 1
+        self._pool: cf.ProcessPoolExecutor | None = None
+
+    def map(self, fn: Callable[..., Any], tasks: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
+        if self.workers == 1:
+            for i, args in enumerate(tasks):
+                yield i, fn(*args)
+            return
+        if self._pool is None:
+            self._pool = cf.ProcessPoolExecutor(self.workers)
+        futures = {self._pool.submit(fn, *args): i for i, args in enumerate(tasks)}
+        for future in cf.as_completed(futures):
+            yield futures[future], future.result()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+
+
+class DaskExecutor:
+    """The same tasks on an existing Dask distributed scheduler (`tcp://host:8786`)."""
+
+    def __init__(self, address: str) -> None:
+        try:
+            from distributed import Client
+        except ImportError:
+            raise InputError("--scheduler needs Dask distributed: pip install 'taso-py[dask]'") from None
+        try:
+            self._client = Client(address, timeout="10s")
+        except OSError as e:
+            raise InputError(f"cannot reach the Dask scheduler at {address}: {e}") from None
+
+    def map(self, fn: Callable[..., Any], tasks: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
+        from distributed import as_completed
+
+        futures = [self._client.submit(fn, *args, pure=False) for args in tasks]
+        index = {f.key: i for i, f in enumerate(futures)}
+        for future in as_completed(futures):
+            yield index[future.key], future.result()
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def make_executor(workers: int | None = None, scheduler: str | None = None) -> Executor:
+    return DaskExecutor(scheduler) if scheduler else LocalExecutor(workers)

@@ -1,0 +1,347 @@
+"""Rules implied by smaller rules: a bounded rewrite search over terms.
+
+A single-output rule `l == r` is dropped when rewriting `l` and `r` with the rules before it
+(ordered by size, then text), each usable in both directions, reaches a common term within
+`DEPTH` steps from each side. Commutative operators are compared up to argument order, as
+the optimizer's graph hashing does.
+
+Shapes are symbolic (CDims over the rule's variables, see `concolic`): a rewrite fires only
+where its attributes are *symbolically* equal to the matched ones (`dim(a, 1)` matches
+`dim(a, 1)`, not merely a 4 that happens to equal it) and where the replacement is defined
+(a proved rule then guarantees the same shape). Multi-output rules are never dropped: their value is the shared work
+they create, which no chain of single-output rewrites reproduces; nor are parametric ones, whose
+other attribute values the literal rules before them need not cover.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+from taso_py import ops
+from taso_py.generator.concolic import CONCOLIC, CDim, Lin
+from taso_py.generator.enumerate import as_cdim, to_expr
+from taso_py.library.syntax import format_rule, format_term, parse_rule
+from taso_py.library.terms import (
+    Apply,
+    AttrVar,
+    BinOp,
+    Call,
+    Dim,
+    Expr,
+    Lit,
+    Pick,
+    Rank,
+    Rule,
+    Seq,
+    Term,
+    Var,
+)
+
+DEPTH = 2
+MAX_STATES = 300
+
+Env = dict[str, Any]  # tensor variable -> Term, "?name" -> attribute value
+
+
+def task_derivable(chunk: list[str], order: list[str], shapes: dict[str, dict[str, list[int]]]) -> list[str]:
+    """The texts of `chunk` derivable from the single-output rules before them in `order`."""
+    position = {t: i for i, t in enumerate(order)}
+    return _derivable(chunk, order, shapes, lambda text: position[text])
+
+
+def task_implied(chunk: list[str], kept: list[str], shapes: dict[str, dict[str, list[int]]]) -> list[str]:
+    """The candidate texts of `chunk` (not in `kept`) derivable from all of the `kept` rules."""
+    return _derivable(chunk, kept, shapes, lambda _text: len(kept))
+
+
+def _derivable(chunk: list[str], order: list[str], shapes: dict[str, dict[str, list[int]]], before: Any
+               ) -> list[str]:
+    rules = [parse_rule(t) for t in order]
+    index: dict[str, list[tuple[int, Term, Term]]] = defaultdict(list)
+    for i, r in enumerate(rules):
+        if len(r.src) != 1 or r.where:
+            continue
+        for lhs, rhs in ((r.src[0], r.dst[0]), (r.dst[0], r.src[0])):
+            if not isinstance(lhs, Var) and _vars(rhs) <= _vars(lhs):
+                index[_root(lhs)].append((i, lhs, rhs))
+    out = []
+    for text in chunk:
+        rule = parse_rule(text)
+        if len(rule.src) == 1 and not rule.attr_variables():  # parametric rules are always kept
+            world = Shapes(shapes[text])
+            if _joinable(rule.src[0], rule.dst[0], world, index, before(text)):
+                out.append(text)
+    return out
+
+
+def _vars(t: Term) -> set[str]:
+    return {n for n in _names(t)}
+
+
+def _names(t: Term) -> Iterator[str]:
+    if isinstance(t, Var):
+        yield t.name
+    elif isinstance(t, Pick):
+        yield from _names(t.term)
+    else:
+        for a in t.args:
+            yield from _names(a)
+        for _, e in t.attrs:
+            yield from (f"?{n.name}" for n in _exprs(e) if isinstance(n, AttrVar))
+
+
+def _exprs(e: Expr) -> Iterator[Expr]:
+    yield e
+    for child in (e.left, e.right) if isinstance(e, BinOp) else e.items if isinstance(e, Seq) else \
+            e.args if isinstance(e, Call) else ():
+        yield from _exprs(child)
+
+
+def _root(t: Term) -> str:
+    return f"{t.term.op}[{t.index}]" if isinstance(t, Pick) else t.op  # type: ignore[union-attr]
+
+
+class Shapes:
+    """Symbolic shapes of terms over the rule's variables (None where a term is ill-shaped)."""
+
+    def __init__(self, shapes: dict[str, list[int]]) -> None:
+        self.vars = {v: tuple(CDim.of(v, k, n) for k, n in enumerate(s)) for v, s in shapes.items()}
+        self._memo: dict[Term, Any] = {}
+
+    def of(self, t: Term) -> tuple[CDim, ...] | None:
+        if t not in self._memo:
+            self._memo[t] = self._compute(t)
+        return self._memo[t]
+
+    def _outputs(self, t: Apply) -> tuple[tuple[CDim, ...], ...] | None:
+        key = ("outputs", t)
+        if key not in self._memo:
+            self._memo[key] = None
+            args = [self.of(a) for a in t.args]
+            if all(a is not None for a in args):
+                op = ops.get(t.op)
+                attrs = attribute_values(t, lambda e: value(e, {}, self))
+                result = op.sym_shape(args, SimpleNamespace(**attrs), CONCOLIC)
+                if result is not None and all(result[1]) and all(int(d) >= 1 for o in result[0] for d in o):
+                    self._memo[key] = tuple(tuple(as_cdim(d) for d in o) for o in result[0])
+        return self._memo[key]
+
+    def _compute(self, t: Term) -> tuple[CDim, ...] | None:
+        if isinstance(t, Var):
+            return self.vars.get(t.name)
+        if isinstance(t, Pick):
+            outs = self._outputs(t.term)  # type: ignore[arg-type]
+            return outs[t.index] if outs is not None and t.index < len(outs) else None
+        outs = self._outputs(t)
+        return outs[0] if outs is not None and len(outs) == 1 else None
+
+
+def attribute_values(t: Apply, evaluate: Any) -> dict[str, Any]:
+    """Every attribute of `t` as a value: the written ones evaluated, the others their defaults."""
+    values = {f.name: f.default for f in dataclasses.fields(ops.get(t.op).attrs)
+              if f.default is not dataclasses.MISSING}
+    values.update({k: evaluate(e) for k, e in t.attrs})
+    return values
+
+
+def value(e: Expr, env: Env, shapes: Shapes) -> Any:
+    """An attribute expression's value: ints and sizes as CDims, strings and floats as they are."""
+    if isinstance(e, Lit):
+        return e.value
+    if isinstance(e, AttrVar):
+        return env[f"?{e.name}"]
+    if isinstance(e, Seq):
+        return tuple(value(i, env, shapes) for i in e.items)
+    if isinstance(e, Dim):
+        shape = shapes.of(env[e.var]) if e.var in env else shapes.vars.get(e.var)
+        axis = int(value(e.axis, env, shapes))
+        if shape is None or not -len(shape) <= axis < len(shape):
+            raise _NoMatch
+        return shape[axis]
+    if isinstance(e, Rank):
+        shape = shapes.of(env[e.var]) if e.var in env else shapes.vars.get(e.var)
+        if shape is None:
+            raise _NoMatch
+        return len(shape)
+    if isinstance(e, BinOp):
+        a, b = as_cdim(value(e.left, env, shapes)), as_cdim(value(e.right, env, shapes))
+        return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
+                "//": lambda: CONCOLIC.div(a, b), "%": lambda: CONCOLIC.mod(a, b)}[e.op]()
+    assert isinstance(e, Call)
+    items = [as_cdim(value(a, env, shapes)) for a in e.args]
+    return (max if e.fn == "max" else min)(items, key=int)
+
+
+class _NoMatch(Exception):
+    pass
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal for every shape: sizes compare by their symbolic sums, the rest by value."""
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and all(map(same, a, b))
+    if _is_int(a) and _is_int(b):
+        return _lin(a).key() == _lin(b).key()
+    return type(a) is type(b) and a == b
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, CDim) or (isinstance(v, int) and not isinstance(v, bool))
+
+
+def _lin(v: Any) -> Lin:
+    return as_cdim(v).sym if isinstance(v, CDim) else Lin((), int(v))
+
+
+def match(pattern: Term, term: Term, env: Env, shapes: Shapes) -> Iterator[Env]:
+    if isinstance(pattern, Var):
+        bound = env.get(pattern.name)
+        if bound is None:
+            yield {**env, pattern.name: term}
+        elif key(bound) == key(term):
+            yield env
+        return
+    if isinstance(pattern, Pick):
+        if isinstance(term, Pick) and term.index == pattern.index:
+            yield from match(pattern.term, term.term, env, shapes)
+        return
+    if not isinstance(term, Apply) or term.op != pattern.op or len(term.args) != len(pattern.args):
+        return
+    orders = [term.args]
+    if ops.get(term.op).commutative and len(term.args) == 2:
+        orders.append(term.args[::-1])
+    for args in orders:
+        for e in _match_args(pattern.args, args, env, shapes):
+            bound = _match_attrs(pattern, term, e, shapes)
+            if bound is not None:
+                yield bound
+
+
+def _match_args(patterns: tuple[Term, ...], terms: tuple[Term, ...], env: Env, shapes: Shapes) -> Iterator[Env]:
+    if not patterns:
+        yield env
+        return
+    for e in match(patterns[0], terms[0], env, shapes):
+        yield from _match_args(patterns[1:], terms[1:], e, shapes)
+
+
+def _match_attrs(pattern: Apply, term: Apply, env: Env, shapes: Shapes) -> Env | None:
+    try:
+        have = attribute_values(term, lambda e: value(e, {}, shapes))
+        env = dict(env)
+        written = dict(pattern.attrs)
+        for name, actual in have.items():
+            expr = written.get(name)
+            if expr is None:
+                want = attribute_values(pattern, lambda _e: None)[name]
+            elif isinstance(expr, AttrVar) and f"?{expr.name}" not in env:
+                env[f"?{expr.name}"] = actual
+                continue
+            elif isinstance(expr, Seq) and isinstance(actual, tuple) and len(expr.items) == len(actual):
+                for item, got in zip(expr.items, actual):
+                    if isinstance(item, AttrVar) and f"?{item.name}" not in env:
+                        env[f"?{item.name}"] = got
+                want = value(expr, env, shapes)
+            else:
+                want = value(expr, env, shapes)
+            if not same(want, actual):
+                return None
+        return env
+    except (_NoMatch, KeyError, ZeroDivisionError):
+        return None
+
+
+def instantiate(t: Term, env: Env, shapes: Shapes) -> Term:
+    if isinstance(t, Var):
+        return env[t.name]
+    if isinstance(t, Pick):
+        return Pick(instantiate(t.term, env, shapes), t.index)
+    return Apply(t.op, tuple(instantiate(a, env, shapes) for a in t.args),
+                 tuple((k, to_expr(_plain(value(e, env, shapes)))) for k, e in t.attrs))
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, tuple):
+        return tuple(_plain(i) for i in v)
+    if isinstance(v, CDim):
+        v = as_cdim(v)
+        return v.value if not v.sym.parts else v
+    return v
+
+
+def key(t: Term) -> str:
+    """Text up to the order of commutative arguments."""
+    return format_term(_sorted(t))
+
+
+def _sorted(t: Term) -> Term:
+    if isinstance(t, Var):
+        return t
+    if isinstance(t, Pick):
+        return Pick(_sorted(t.term), t.index)
+    args = tuple(_sorted(a) for a in t.args)
+    if ops.get(t.op).commutative:
+        args = tuple(sorted(args, key=format_term))
+    return Apply(t.op, args, t.attrs)
+
+
+def _positions(t: Term) -> Iterator[tuple[Term, Any]]:
+    """(subterm, rebuild) for every subterm, where rebuild(new) puts `new` in its place."""
+    yield t, lambda new: new
+    if isinstance(t, Pick):
+        for sub, rebuild in _positions(t.term):
+            yield sub, lambda new, rebuild=rebuild: Pick(rebuild(new), t.index)
+    elif isinstance(t, Apply):
+        for i, arg in enumerate(t.args):
+            for sub, rebuild in _positions(arg):
+                yield sub, lambda new, i=i, rebuild=rebuild: Apply(
+                    t.op, (*t.args[:i], rebuild(new), *t.args[i + 1:]), t.attrs)
+
+
+def rewrites(t: Term, index: dict, before: int, shapes: Shapes) -> Iterator[Term]:
+    for sub, rebuild in _positions(t):
+        if isinstance(sub, Var):
+            continue
+        want = shapes.of(sub)
+        for i, lhs, rhs in index.get(_root(sub), ()):
+            if i >= before:
+                break
+            for env in match(lhs, sub, {}, shapes):
+                try:
+                    new = instantiate(rhs, env, shapes)
+                except (_NoMatch, KeyError):
+                    continue
+                got = shapes.of(new)  # defined: then a proved rule guarantees the same shape
+                if got is not None and want is not None and [int(d) for d in got] == [int(d) for d in want]:
+                    yield rebuild(new)
+
+
+def _reach(t: Term, index: dict, before: int, shapes: Shapes) -> set[str]:
+    seen = {key(t)}
+    frontier = [t]
+    for _ in range(DEPTH):
+        nxt = []
+        for term in frontier:
+            for new in rewrites(term, index, before, shapes):
+                k = key(new)
+                if k not in seen:
+                    seen.add(k)
+                    nxt.append(new)
+                    if len(seen) >= MAX_STATES:
+                        return seen
+        frontier = nxt
+    return seen
+
+
+def _joinable(a: Term, b: Term, shapes: Shapes, index: dict, before: int) -> bool:
+    return bool(_reach(a, index, before, shapes) & _reach(b, index, before, shapes))
+
+
+def derivable(rule: Rule, earlier: list[Rule], shapes: dict[str, list[int]]) -> bool:
+    """Whether single-output `rule` follows from `earlier` (for tests and one-off checks)."""
+    texts = [*map(format_rule, earlier), format_rule(rule)]
+    return bool(task_derivable([texts[-1]], texts, {texts[-1]: shapes}))

@@ -1,0 +1,274 @@
+"""`taso generate-rules`: enumerate → fingerprint → pair → test → prune → verify → generalize → prune.
+
+Every stage that costs real time is a list of independent tasks run through an `Executor`, so
+local processes and a Dask cluster produce the same library (results are put back in task
+order before anything depends on their order). Verification and generalization results are
+appended to a checkpoint file as they arrive; `--resume` reads it and skips what is done.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from taso_py import __version__, ops
+from taso_py.generator import candidates as cand
+from taso_py.generator import implied
+from taso_py.generator.enumerate import Graph, enumerate_shard, shard_count, trivial_graphs
+from taso_py.generator.executor import Executor
+from taso_py.generator.generalize import attempts, generalize
+from taso_py.generator.world import GEN_OPS, WORLDS, World
+from taso_py.library.store import Entry, Library
+from taso_py.library.syntax import format_rule, parse_rule
+from taso_py.library.terms import Rule
+from verifier.prover import prove
+
+Progress = Callable[[str, int], Callable[[int], None]]  # (stage, total) -> advance(n)
+
+
+@dataclass
+class Settings:
+    max_ops: int = 3
+    ops: tuple[str, ...] = tuple(GEN_OPS)
+    seed: int = 0
+    timeout: float = 10.0  # per proof
+
+    def worlds(self) -> list[World]:
+        """The default worlds restricted to the chosen operators (a world left with none is dropped)."""
+        out = []
+        for w in WORLDS:
+            chosen = tuple(o for o in w.ops if o in self.ops)
+            if chosen:
+                out.append(World(w.name, w.inputs, chosen))
+        return out
+
+
+@dataclass
+class Report:
+    """Counts after every stage and seconds per stage, in the order they ran."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+# ---- tasks (module level: they travel to worker processes and cluster workers) ---------------
+
+def task_enumerate(world: World, root: int, max_ops: int, seed: int) -> list[Graph]:
+    return enumerate_shard(world, root, max_ops, seed)
+
+
+def task_test(pairs: list[tuple[Graph, Graph]], worlds: dict[str, World], seed: int
+              ) -> list[tuple[str, str, dict[str, list[int]], int] | None]:
+    """Second numeric test and canonical form of each pair: (text, world, shapes, size) or None."""
+    out = []
+    for g, rep in pairs:
+        rule = cand.rule_of(g, rep)
+        world = worlds[g.world]
+        if not cand.second_test(rule, world, seed):
+            out.append(None)
+            continue
+        renamed, text, names = cand.canonical(rule)
+        shapes = {names[i.name]: list(i.shape) for i in world.inputs if i.name in names}
+        out.append((text, world.name, shapes, cand.size(renamed)))
+    return out
+
+
+def task_prove(texts: list[str], timeout: float, seed: int) -> list[dict[str, Any]]:
+    return [prove(parse_rule(t), timeout, seed=seed).to_json() for t in texts]
+
+
+def task_generalize(texts: list[str], timeout: float, seed: int) -> list[tuple[str, dict[str, Any]] | None]:
+    """The most general PROVED parametric form of each rule, with its proof; None if none is."""
+    return [_most_general(parse_rule(t), timeout, seed) for t in texts]
+
+
+def _most_general(rule: Rule, timeout: float, seed: int) -> tuple[str, dict[str, Any]] | None:
+    tries = attempts(rule)
+    if not tries:
+        return None
+    good = []
+    for k, chosen in enumerate(tries):
+        result = prove(generalize(rule, chosen), timeout, seed=seed)
+        if result.status == "PROVED":
+            if k == 0:
+                return format_rule(generalize(rule, chosen)), result.to_json()
+            good += chosen
+    if not good:
+        return None
+    if len(good) > max(len(t) for t in tries[1:] if t):
+        result = prove(generalize(rule, good), timeout, seed=seed)
+        if result.status == "PROVED":
+            return format_rule(generalize(rule, good)), result.to_json()
+    best = max((t for t in tries[1:] if all(s in good for s in t)), key=len)
+    result = prove(generalize(rule, best), timeout, seed=seed)
+    return (format_rule(generalize(rule, best)), result.to_json()) if result.status == "PROVED" else None
+
+
+# ---- checkpoint ------------------------------------------------------------------------------
+
+class Checkpoint:
+    """Append-only JSON lines `{"stage", "key", "value"}`; with resume, earlier lines are reused."""
+
+    def __init__(self, path: Path, resume: bool) -> None:
+        self.path = path
+        self.done: dict[tuple[str, str], Any] = {}
+        if resume and path.exists():
+            for line in path.read_text().splitlines():
+                try:
+                    row = json.loads(line)
+                    self.done[(row["stage"], row["key"])] = row["value"]
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    continue  # a line cut short by an interruption
+        elif path.exists():
+            path.unlink()
+        self._file = path.open("a")
+
+    def put(self, stage: str, key: str, value: Any) -> None:
+        self.done[(stage, key)] = value
+        self._file.write(json.dumps({"stage": stage, "key": key, "value": value}) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+# ---- the pipeline ----------------------------------------------------------------------------
+
+def _run(executor: Executor, fn: Callable, tasks: Sequence[tuple], advance: Callable[[int], None],
+         weight: Callable[[tuple], int] = lambda _t: 1) -> list[Any]:
+    results: list[Any] = [None] * len(tasks)
+    for i, result in executor.map(fn, tasks):
+        results[i] = result
+        advance(weight(tasks[i]))
+    return results
+
+
+def _chunks(items: Sequence[Any], size: int) -> list[list[Any]]:
+    return [list(items[i:i + size]) for i in range(0, len(items), size)]
+
+
+def generate(settings: Settings, executor: Executor, checkpoint: Checkpoint, progress: Progress) -> Library:
+    report = Report()
+    worlds = settings.worlds()
+    by_name = {w.name: w for w in worlds}
+
+    def stage(name: str, started: float, count: int) -> None:
+        report.counts[name] = count
+        report.seconds[name] = round(time.perf_counter() - started, 2)
+
+    # 1. enumerate and fingerprint
+    t = time.perf_counter()
+    shards = [(w, r, settings.max_ops, settings.seed) for w in worlds for r in range(shard_count(w, settings.seed))]
+    advance = progress("enumerate", len(shards))
+    graphs: list[Graph] = [g for w in worlds for g in trivial_graphs(w, settings.seed)]
+    for found in _run(executor, task_enumerate, shards, advance):
+        graphs += found
+    stage("graphs", t, len(graphs))
+
+    # 2. pair graphs with equal fingerprints; second test and canonical form
+    t = time.perf_counter()
+    pairs = list(cand.pair(graphs))
+    report.counts["pairs"] = len(pairs)
+    del graphs
+    advance = progress("test", len(pairs))
+    chunks = _chunks(pairs, 500)
+    tested = [r for rs in _run(executor, task_test, [(c, by_name, settings.seed + 1) for c in chunks],
+                               advance, lambda task: len(task[0])) for r in rs]
+    passed = [r for r in tested if r is not None]
+    stage("candidates", t, len(passed))
+
+    # 3. syntactic pruning
+    t = time.perf_counter()
+    unique: dict[str, tuple[str, dict, int]] = {}
+    for text, world, shapes, size in passed:
+        unique.setdefault(text, (world, shapes, size))
+    report.counts["renaming"] = len(unique)
+    kept = {k: v for k, v in unique.items() if not cand.has_common_subgraph(parse_rule(k))}
+    report.counts["common-subgraph"] = len(kept)
+    kept = {k: v for k, v in kept.items() if not cand.is_product(parse_rule(k))}
+    stage("products", t, len(kept))
+
+    # 4. verify and generalize in waves of growing size: a candidate that the rules kept so far
+    # already imply is never sent to Z3 (most large candidates are small rules in a context)
+    t = time.perf_counter()
+    advance = progress("verify", len(kept))
+    rules: dict[str, tuple[dict, dict]] = {}  # kept text -> (proof, info)
+    statuses: dict[str, str] = {}
+    for size in sorted({v[2] for v in kept.values()}):
+        wave = sorted(k for k, v in kept.items() if v[2] == size)
+        base = _ordered(rules)
+        tasks = [(chunk, base, {k: kept[k][1] for k in chunk}) for chunk in _chunks(wave, 25)] if base else []
+        implied_now = {k for found in _run(executor, implied.task_implied, tasks, lambda _n: None) for k in found}
+        advance(len(implied_now))
+        wave = [k for k in wave if k not in implied_now]
+        report.counts["implied-before-proof"] = report.counts.get("implied-before-proof", 0) + len(implied_now)
+        proofs = _checkpointed(executor, checkpoint, "prove", task_prove, wave, settings, advance)
+        statuses.update({k: p["status"] for k, p in proofs.items()})
+        proved = [k for k in wave if proofs[k]["status"] == "PROVED"]
+        general = _checkpointed(executor, checkpoint, "generalize", task_generalize, proved, settings, lambda _n: None)
+        for k in proved:
+            world, shapes, _ = kept[k]
+            g = general[k]
+            info = {"world": world, "shapes": shapes, "size": size, "parametric": g is not None}
+            text, proof = (k, proofs[k]) if g is None else (cand.canonical(parse_rule(g[0]))[1], g[1])
+            rules.setdefault(text, (proof, info))
+    for status in ("REFUTED", "UNKNOWN"):
+        report.counts[status.lower()] = sum(v == status for v in statuses.values())
+    report.counts["proved"] = sum(v == "PROVED" for v in statuses.values())
+    stage("parametric", t, len(rules))
+
+    # 5. rules implied by smaller (or equally small, more general) ones
+    t = time.perf_counter()
+    order = _ordered(rules)
+    advance = progress("implied", len(order))
+    shapes_of = {k: rules[k][1]["shapes"] for k in order}
+    tasks = [(chunk, order, {k: shapes_of[k] for k in chunk}) for chunk in _chunks(order, 25)]
+    derivable = {k for found in _run(executor, implied.task_derivable, tasks, advance,
+                                     lambda task: len(task[0])) for k in found}
+    final = [k for k in order if k not in derivable]
+    stage("implied", t, len(final))
+
+    entries = [Entry(parse_rule(k), rules[k][0], "generated", _info(rules[k][1])) for k in final]
+    generator = {"version": __version__, "max_ops": settings.max_ops, "ops": list(settings.ops),
+                 "seed": settings.seed, "proof_timeout": settings.timeout,
+                 "worlds": [_world_json(w) for w in worlds],
+                 "counts": report.counts, "seconds": report.seconds,
+                 "total_seconds": round(sum(report.seconds.values()), 2)}
+    axioms = {"count": len(ops.AXIOMS), "names": sorted(ops.AXIOMS),
+              "validation": "taso axioms validate --full checks each against the operators' semantics"}
+    return Library(entries, generator, axioms)
+
+
+def _ordered(rules: dict[str, tuple[dict, dict]]) -> list[str]:
+    """Smaller first; at equal size the more general (more distinct variables) first."""
+    return sorted(rules, key=lambda k: (rules[k][1]["size"], -len(rules[k][1]["shapes"]), k))
+
+
+def _checkpointed(executor: Executor, checkpoint: Checkpoint, stage: str, fn: Callable, texts: list[str],
+                  settings: Settings, advance: Callable[[int], None]) -> dict[str, Any]:
+    """fn over `texts` in chunks, skipping and recording results in the checkpoint."""
+    todo = [k for k in texts if (stage, k) not in checkpoint.done]
+    advance(len(texts) - len(todo))
+    tasks = [(c, settings.timeout, settings.seed) for c in _chunks(todo, 4)]
+    for i, results in executor.map(fn, tasks):
+        for text, result in zip(tasks[i][0], results):
+            checkpoint.put(stage, text, result)
+        advance(len(results))
+    return {k: checkpoint.done[(stage, k)] for k in texts}
+
+
+def _info(info: dict[str, Any]) -> dict[str, Any]:
+    return {"world": info["world"], "parametric": info["parametric"]}
+
+
+def _world_json(w: World) -> dict[str, Any]:
+    return {"name": w.name, "ops": list(w.ops),
+            "inputs": [{"name": i.name, "shape": list(i.shape), "weight": i.weight} for i in w.inputs]}
+
+
+def texts(entries: Iterable[Entry]) -> list[str]:
+    return [e.text for e in entries]

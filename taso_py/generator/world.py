@@ -1,0 +1,179 @@
+"""What the enumerator builds graphs from: worlds of input tensors and each operator's choices.
+
+A *world* is a set of named inputs with concrete shapes, chosen so that the operators of
+interest apply to them (2-D matrices for matmul, an NCHW activation with 3x3 and 1x1 weights
+for convolutions). Inputs are *data* or *weights*: convolution kernels and enlarge take
+weight-only tensors, convolution and pooling inputs are data, which keeps the enumeration on
+graphs a model can contain.
+
+An operator's *choices* are the attribute values the enumerator tries for given arguments.
+Values that follow from shapes (split sizes, constant sizes, groups) are `CDim`s, so the rule
+states them as `dim(...)` expressions. A graph is only kept where the operator's own shape
+rule (`sym_shape`) accepts the arguments, so a choice may be offered where it will not fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from taso_py.generator.concolic import CDim, Lin
+
+AttrChoice = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Input:
+    name: str
+    shape: tuple[int, ...]
+    weight: bool = False  # a model's constant (kernel, matrix) rather than an activation
+
+
+@dataclass(frozen=True)
+class World:
+    name: str
+    inputs: tuple[Input, ...]
+    ops: tuple[str, ...]  # the operators enumerated over these inputs
+
+    def input(self, name: str) -> Input:
+        return next(i for i in self.inputs if i.name == name)
+
+
+@dataclass(frozen=True)
+class ArgView:
+    """What a choice function may look at: an argument's shape, whether it is weight-only, its operator."""
+
+    shape: tuple[CDim, ...]
+    weight: bool
+    producer: str | None  # the operator that computed it; None for an input
+
+
+@dataclass(frozen=True)
+class GenOp:
+    """An operator as the enumerator uses it: how many tensor arguments, and its choices."""
+
+    name: str
+    arity: int
+    choices: Callable[[Sequence[ArgView], World], Iterator[AttrChoice]]
+    commutative: bool = False
+    needs: tuple[str | None, ...] = field(default=())  # per argument: "data", "weight" or None
+
+
+def _plain(args: Sequence[ArgView], world: World) -> Iterator[AttrChoice]:
+    yield {}
+
+
+def _scalar(args: Sequence[ArgView], world: World) -> Iterator[AttrChoice]:
+    yield {"scale": 0.5}
+
+
+def _transpose(args: Sequence[ArgView], world: World) -> Iterator[AttrChoice]:
+    if len(args[0].shape) == 2:
+        yield {"perm": (1, 0)}
+
+
+def _concat(args: Sequence[ArgView], world: World) -> Iterator[AttrChoice]:
+    """Any axis of a matrix; batch and channels of an NCHW tensor (as in models)."""
+    rank = len(args[0].shape)
+    for axis in range(rank if rank < 4 else 2):
+        yield {"axis": axis}
+
+
+def _split(args: Sequence[ArgView], world: World) -> Iterator[AttrChoice]:
+    """Cut an axis where a concatenation joined it: between the parts of its size's sum.
+
+    Not right after the concatenation itself: `split(concat(a, b))` is `(a, b)`, and graphs
+    containing it only multiply the candidates that the split-concat axioms already explain."""
+    if args[0].producer == "concat":
+        return
+    for axis, d in enumerate(args[0].shape):
+        parts = d.sym.parts
+        for cut in range(1, len(parts)):
+            head, tail = Lin(parts[:cut]), Lin(parts[cut:], d.sym.const)
+            yield {"axis": axis, "sizes": (CDim(head.value, head), CDim(tail.value, tail))}
+
+
+def _same_pad(kernel: int) -> int:
+    return (kernel - 1) // 2
+
+
+def _conv(args: Sequence[ArgView], world: World) -> Iterator[AttrChoice]:
+    x, w = args
+    if len(x.shape) != 4 or len(w.shape) != 4:
+        return
+    kh, kw = w.shape[2].value, w.shape[3].value
+    pad = (_same_pad(kh), _same_pad(kw)) * 2
+    groups: tuple[Any, ...] = (1,) if w.shape[1].value != 1 else (1, x.shape[1])
+    for g in groups:
+        for act in ("none", "relu"):
+            yield {"stride": (1, 1), "pad": pad, "groups": g, "act": act}
+
+
+def _pool(args: Sequence[ArgView], world: World) -> Iterator[AttrChoice]:
+    if len(args[0].shape) == 4:
+        yield {"kernel": (3, 3), "stride": (1, 1), "pad": (1, 1, 1, 1)}
+
+
+def _avgpool(args: Sequence[ArgView], world: World) -> Iterator[AttrChoice]:
+    for choice in _pool(args, world):
+        yield {**choice, "count_include_pad": True}
+
+
+def _enlarge(args: Sequence[ArgView], world: World) -> Iterator[AttrChoice]:
+    w = args[0].shape
+    if len(w) == 4 and (w[2].value, w[3].value) == (1, 1):
+        yield {"kernel": (3, 3)}
+
+
+def _data_channels(world: World) -> Iterator[CDim]:
+    for i in world.inputs:
+        if len(i.shape) == 4 and not i.weight:
+            yield CDim.of(i.name, 1, i.shape[1])
+
+
+def _const_imm(args: Sequence[ArgView], world: World) -> Iterator[AttrChoice]:
+    for i in world.inputs:
+        if len(i.shape) == 2:
+            yield {"n": CDim.of(i.name, 1, i.shape[1])}
+
+
+def _const_iconv(args: Sequence[ArgView], world: World) -> Iterator[AttrChoice]:
+    for c in _data_channels(world):
+        yield {"channels": c, "kernel": (3, 3)}
+
+
+def _const_pool(args: Sequence[ArgView], world: World) -> Iterator[AttrChoice]:
+    for c in _data_channels(world):
+        yield {"channels": c, "kernel": (3, 3)}
+
+
+GEN_OPS: dict[str, GenOp] = {op.name: op for op in (
+    GenOp("matmul", 2, _plain),
+    GenOp("add", 2, _plain, commutative=True),
+    GenOp("mul", 2, _plain, commutative=True),
+    GenOp("relu", 1, _plain),
+    GenOp("scalar_mul", 1, _scalar),
+    GenOp("transpose", 1, _transpose),
+    GenOp("concat", 2, _concat),
+    GenOp("split", 1, _split),
+    GenOp("conv2d", 2, _conv, needs=("data", "weight")),
+    GenOp("maxpool2d", 1, _pool, needs=("data",)),
+    GenOp("avgpool2d", 1, _avgpool, needs=("data",)),
+    GenOp("enlarge", 1, _enlarge, needs=("weight",)),
+    GenOp("const_imm", 0, _const_imm),
+    GenOp("const_iconv", 0, _const_iconv),
+    GenOp("const_pool", 0, _const_pool),
+)}
+
+TASO_OPS = tuple(GEN_OPS)
+
+# The default worlds. Dims are small (fast fingerprints) but distinct where roles differ.
+WORLDS: tuple[World, ...] = (
+    World("matrix", (Input("a", (4, 4)), Input("b", (4, 4)), Input("c", (4, 4))),
+          ("matmul", "add", "mul", "relu", "scalar_mul", "transpose", "concat", "split", "const_imm")),
+    World("conv", (Input("x", (1, 2, 4, 4)), Input("w", (2, 2, 3, 3), weight=True),
+                   Input("v", (2, 2, 3, 3), weight=True), Input("u", (2, 2, 1, 1), weight=True)),
+          ("conv2d", "add", "relu", "maxpool2d", "avgpool2d", "concat", "split", "enlarge",
+           "const_iconv", "const_pool")),
+)

@@ -1,0 +1,166 @@
+"""The rule generator's parts: concolic shapes, fingerprints, enumeration, pruning, generalization."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from taso_py import ops
+from taso_py.generator import candidates as cand
+from taso_py.generator import fingerprint
+from taso_py.generator.concolic import CONCOLIC, CDim
+from taso_py.generator.enumerate import enumerate_shard, shard_count, trivial_graphs
+from taso_py.generator.generalize import attempts, generalize, slots
+from taso_py.generator.implied import derivable
+from taso_py.generator.world import World, WORLDS, Input
+from taso_py.library.syntax import format_expr, format_rule, format_term, parse_rule
+from verifier.prover import prove
+
+MATRIX = {"a": [4, 4], "b": [4, 4], "c": [4, 4]}
+
+
+def test_concolic_dims_keep_their_expressions():
+    a, b = CDim.of("a", 1, 4), CDim.of("b", 1, 3)
+    total = a + b
+    assert total.value == 7 and format_expr(total.expr()) == "dim(a, 1) + dim(b, 1)"
+    assert total == 7 and total > b  # comparisons answer concretely
+    assert format_expr((a * 2).expr()) == "2 * dim(a, 1)"
+
+
+def test_same_padding_window_cancels_to_the_input_size():
+    x = CDim.of("x", 2, 5)
+    out, conds = ops.get("conv2d").sym_shape(
+        [(CDim.of("x", 0, 1), CDim.of("x", 1, 2), x, CDim.of("x", 3, 5)), (2, 2, 3, 3)],
+        ops.get("conv2d").make_attrs(pad=(1, 1, 1, 1)), CONCOLIC)
+    assert all(conds)
+    assert format_expr(out[0][2].expr()) == "dim(x, 2)"
+
+
+def test_concat_size_is_the_sum_in_argument_order():
+    (out,), _ = ops.get("concat").sym_shape([(CDim.of("a", 0, 2),), (CDim.of("b", 0, 3),)],
+                                            ops.get("concat").make_attrs(axis=0), CONCOLIC)
+    assert format_expr(out[0].expr()) == "dim(a, 0) + dim(b, 0)"
+
+
+def _run(op: str, *args: np.ndarray, **attrs: object) -> np.ndarray:
+    return fingerprint.run(op, list(args), ops.get(op).make_attrs(**attrs))[0]
+
+
+def test_fingerprints_are_exact_for_polynomial_identities():
+    rng = np.random.default_rng(0)
+    a, b, c = (fingerprint.random_input((3, 3), rng) for _ in range(3))
+    left = _run("matmul", _run("matmul", a, b), c)
+    right = _run("matmul", a, _run("matmul", b, c))
+    assert fingerprint.digest(left) == fingerprint.digest(right)
+    assert fingerprint.digest(_run("matmul", a, b)) != fingerprint.digest(_run("matmul", b, a))
+
+
+def test_non_polynomial_functions_cannot_create_identities():
+    rng = np.random.default_rng(1)
+    a, b = (fingerprint.random_input((4,), rng) for _ in range(2))
+    relu_sum = _run("relu", _run("add", a, b))
+    sum_relu = _run("add", _run("relu", a), _run("relu", b))
+    assert fingerprint.digest(relu_sum) != fingerprint.digest(sum_relu)
+    # but a function in the same place on both sides is the same function
+    assert np.array_equal(_run("relu", a), _run("relu", a.copy()))
+
+
+SMALL = World("small", (Input("a", (3, 3)), Input("b", (3, 3))), ("matmul", "add", "transpose", "concat", "split"))
+
+
+def test_shards_are_disjoint_and_cover_every_graph():
+    shards = [enumerate_shard(SMALL, r, 2, 0) for r in range(shard_count(SMALL, 0))]
+    graphs = [g for s in shards for g in s]
+    keys = [(g.outputs, g.prints) for g in graphs]
+    assert len(keys) == len(set(keys)) > 50
+    # every one-operator graph over the inputs is there, e.g. both matmuls and the transpose
+    texts = {cand._text(g.outputs) for g in graphs}
+    assert {"matmul(a, b)", "matmul(b, a)", "transpose(a, perm=[1, 0])"} <= texts
+
+
+def test_split_cuts_where_a_concat_joined():
+    graphs = [g for r in range(shard_count(SMALL, 0)) for g in enumerate_shard(SMALL, r, 3, 0)]
+    outputs = {frozenset(map(format_term, g.outputs)) for g in graphs}
+    split = "split(matmul(a, concat(a, b, axis=1)), axis=1, sizes=[dim(a, 1), dim(b, 1)])"
+    assert frozenset({f"{split}[0]", f"{split}[1]"}) in outputs
+    assert not any("split(concat(" in t for out in outputs for t in out)  # not enumerated  # split right after concat is not enumerated
+
+
+def test_pairs_include_the_multi_output_matmul_merge():
+    graphs = trivial_graphs(SMALL, 0)
+    graphs += [g for r in range(shard_count(SMALL, 0)) for g in enumerate_shard(SMALL, r, 3, 0)]
+    rules = {cand.canonical(cand.rule_of(g, rep))[1] for g, rep in cand.pair(graphs)}
+    merge = ("(split(matmul(a, concat(a, b, axis=1)), axis=1, sizes=[dim(a, 1), dim(b, 1)])[0], "
+             "split(matmul(a, concat(a, b, axis=1)), axis=1, sizes=[dim(a, 1), dim(b, 1)])[1]) == "
+             "(matmul(a, a), matmul(a, b))")
+    assert merge in rules
+
+
+def test_second_test_rejects_a_wrong_rule():
+    world = WORLDS[0]
+    assert cand.second_test(parse_rule("matmul(matmul(a, b), c) == matmul(a, matmul(b, c))"), world, 0)
+    assert not cand.second_test(parse_rule("matmul(a, b) == matmul(b, a)"), world, 0)
+
+
+def test_canonical_form_ignores_variable_names_and_output_order():
+    one = parse_rule("(matmul(x, w), matmul(x, v)) == (relu(x), add(w, v))")
+    renamed = parse_rule("(matmul(p, r), matmul(p, q)) == (relu(p), add(r, q))")
+    reordered = parse_rule("(matmul(x, v), matmul(x, w)) == (add(w, v), relu(x))")
+    assert len({cand.canonical(r)[1] for r in (one, renamed, reordered)}) == 1
+    other = parse_rule("(matmul(x, w), matmul(x, v)) == (relu(x), add(v, w))")  # commuted, not renamed
+    assert cand.canonical(other)[1] != cand.canonical(one)[1]
+
+
+def test_common_subgraph_and_products_are_pruned():
+    assert cand.has_common_subgraph(parse_rule("add(relu(a), b) == add(b, relu(a))"))
+    assert not cand.has_common_subgraph(parse_rule("add(a, b) == add(b, a)"))
+    assert cand.is_product(parse_rule("(relu(a), matmul(a, b)) == (relu(a), matmul(a, b))"))
+    assert not cand.is_product(parse_rule(
+        "(matmul(a, b), matmul(a, c)) == (split(matmul(a, concat(b, c, axis=1)), axis=1, "
+        "sizes=[dim(b, 1), dim(c, 1)])[0], split(matmul(a, concat(b, c, axis=1)), axis=1, "
+        "sizes=[dim(b, 1), dim(c, 1)])[1])"))
+
+
+CONV_RELU = ("relu(conv2d(a, b, stride=[1, 1], pad=[1, 1, 1, 1], groups=1, act=none)) == "
+             "conv2d(a, b, stride=[1, 1], pad=[1, 1, 1, 1], groups=1, act=relu)")
+
+
+def test_generalization_quantifies_over_stride_and_padding():
+    rule = parse_rule(CONV_RELU)
+    assert {s.attr for s in slots(rule)} == {"stride", "pad"}  # act differs between sides: not a slot
+    general = generalize(rule, attempts(rule)[0])
+    assert "?" in format_rule(general)
+    assert prove(general).status == "PROVED"
+
+
+def test_generalization_leaves_tied_values_literal():
+    rule = parse_rule("avgpool2d(a, kernel=[3, 3], stride=[1, 1], pad=[1, 1, 1, 1], count_include_pad=true) == "
+                      "conv2d(a, const_pool(channels=dim(a, 1), kernel=[3, 3]), stride=[1, 1], pad=[1, 1, 1, 1], "
+                      "groups=dim(a, 1))")
+    assert "kernel" not in {s.attr for s in slots(rule)}  # const_pool's kernel ties the pool's
+
+
+def test_implied_rules_are_found_by_rewriting():
+    earlier = [parse_rule("add(add(a, b), c) == add(a, add(b, c))"),
+               parse_rule("matmul(a, add(b, c)) == add(matmul(a, b), matmul(a, c))")]
+    assert derivable(parse_rule("add(matmul(a, b), matmul(a, c)) == matmul(a, add(c, b))"), earlier, MATRIX)
+    assert derivable(parse_rule("relu(add(matmul(a, b), matmul(a, c))) == relu(matmul(a, add(b, c)))"),
+                     earlier, MATRIX)
+    assert derivable(parse_rule("matmul(a, add(b, b)) == add(matmul(a, b), matmul(a, b))"), earlier, MATRIX)
+    assert not derivable(parse_rule("matmul(matmul(a, b), c) == matmul(a, matmul(b, c))"), earlier, MATRIX)
+
+
+def test_implied_rules_need_symbolically_equal_attributes():
+    # concrete sizes agree (all 4), but dim(a, 0) is not dim(b, 0) for every shape
+    earlier = [parse_rule("split(matmul(a, concat(b, c, axis=1)), axis=1, sizes=[dim(b, 1), dim(c, 1)])[0] "
+                          "== matmul(a, b)")]
+    assert derivable(parse_rule("split(matmul(c, concat(a, b, axis=1)), axis=1, sizes=[dim(a, 1), dim(b, 1)])[0]"
+                                " == matmul(c, a)"), earlier, MATRIX)
+    assert not derivable(parse_rule("split(matmul(c, concat(a, b, axis=1)), axis=1, "
+                                    "sizes=[dim(b, 1), dim(a, 1)])[0] == matmul(c, a)"), earlier, MATRIX)
+
+
+@pytest.mark.parametrize("p", [fingerprint.P])
+def test_modulus_is_prime_and_small_enough_for_int64(p: int):
+    assert all(p % k for k in range(2, int(p ** 0.5) + 1))
+    assert p * p * (1 << 14) < 2 ** 63
