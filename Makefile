@@ -6,7 +6,7 @@ TASO   := $(VENV)/bin/taso
 TORCH  := torch==2.13.0
 EXAMPLE := examples/inception_v3_small.onnx
 
-.PHONY: demo test test-slow lint install dev example clean
+.PHONY: demo test test-slow lint install dev example rules clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -41,6 +41,10 @@ test-slow: dev
 
 lint: dev
 	$(VENV)/bin/ruff check taso_py verifier codegen benchmarks tests
+
+# Regenerate the shipped rule library (seeded: the same rules every time).
+rules: install
+	$(TASO) generate-rules --max-ops 3 --seed 0 -o rules/default.json
 
 # Regenerate the bundled example (seeded: the bytes do not change).
 example: dev

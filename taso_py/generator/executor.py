@@ -55,7 +55,7 @@ class DaskExecutor:
             raise InputError("--scheduler needs Dask distributed: pip install 'taso-py[dask]'") from None
         try:
             self._client = Client(address, timeout="10s")
-        except OSError as e:
+        except (OSError, ValueError, TypeError) as e:  # unreachable, or not an address at all
             raise InputError(f"cannot reach the Dask scheduler at {address}: {e}") from None
 
     def map(self, fn: Callable[..., Any], tasks: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
