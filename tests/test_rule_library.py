@@ -18,7 +18,7 @@ TASO = [sys.executable, "-m", "taso_py"]
 SMALL_OPS = ("matmul", "add", "transpose", "concat", "split", "relu", "conv2d", "enlarge")
 
 
-def _quiet(stage: str, total: int):  # noqa: ANN202 - the pipeline's progress callback
+def _quiet(stage: str, total: int):
     return lambda n: None
 
 

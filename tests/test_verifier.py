@@ -80,7 +80,7 @@ def test_every_axiom_is_valid_on_a_few_instances() -> None:
 def test_real_attribute_values_are_exact_in_floats() -> None:
     """Instances pick quarters for real attributes: `?s * ?t` then equals the float product the
     operator computes, so scalar-compose is not failed by rounding (it was, with ?s = -4/3)."""
-    rule, found = _instances("scalar_mul(scalar_mul(x, scale=?s), scale=?t)", 40, seed=5)
+    _rule, found = _instances("scalar_mul(scalar_mul(x, scale=?s), scale=?t)", 40, seed=5)
     assert all(float(v) * 4 == int(float(v) * 4) for inst in found for v in inst.attrs.values())
     assert validate(ops.AXIOMS["scalar-compose"], limit=40).ok
 
