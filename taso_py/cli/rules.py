@@ -14,6 +14,7 @@ from rich.table import Table
 
 from taso_py.cli.common import emit_json, json_option
 from taso_py.generator.executor import LocalExecutor
+from taso_py.generator.pipeline import task_prove
 from taso_py.library.draw import render_png, to_dot
 from taso_py.library.stats import stats
 from taso_py.library.store import Library, load
@@ -102,13 +103,6 @@ def stats_cmd(library_path: Path | None, as_json: bool) -> None:
     out.print(per_size)
 
 
-def _prove(texts: list[str], timeout: float) -> list[dict]:
-    from taso_py.library.syntax import parse_rule
-    from verifier.prover import prove
-
-    return [prove(parse_rule(t), timeout).to_json() for t in texts]
-
-
 @rules.command("verify")
 @library_option
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, help="Seconds per proof.")
@@ -124,7 +118,7 @@ def verify(library_path: Path | None, timeout: float, workers: int | None, as_js
     try:
         with Progress(console=Console(stderr=True), transient=True, disable=as_json) as bar:
             task = bar.add_task("proving", total=len(entries))
-            for i, found in executor.map(_prove, [([e.text for e in c], timeout) for c in chunks]):
+            for i, found in executor.map(task_prove, [([e.text for e in c], timeout, 0) for c in chunks]):
                 for e, result in zip(chunks[i], found):
                     results[e.id] = result
                 bar.advance(task, len(found))

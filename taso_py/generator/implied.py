@@ -39,6 +39,7 @@ from taso_py.library.terms import (
     Seq,
     Term,
     Var,
+    term_names,
 )
 
 DEPTH = 2
@@ -78,27 +79,9 @@ def _derivable(chunk: list[str], order: list[str], shapes: dict[str, dict[str, l
     return out
 
 
-def _vars(t: Term) -> set[str]:
-    return {n for n in _names(t)}
-
-
-def _names(t: Term) -> Iterator[str]:
-    if isinstance(t, Var):
-        yield t.name
-    elif isinstance(t, Pick):
-        yield from _names(t.term)
-    else:
-        for a in t.args:
-            yield from _names(a)
-        for _, e in t.attrs:
-            yield from (f"?{n.name}" for n in _exprs(e) if isinstance(n, AttrVar))
-
-
-def _exprs(e: Expr) -> Iterator[Expr]:
-    yield e
-    for child in (e.left, e.right) if isinstance(e, BinOp) else e.items if isinstance(e, Seq) else \
-            e.args if isinstance(e, Call) else ():
-        yield from _exprs(child)
+def _vars(t: Term) -> set[tuple[str, str]]:
+    """Tensor and attribute variables of a term: a rewrite may not invent any."""
+    return set(term_names(t))
 
 
 def _root(t: Term) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,25 +87,25 @@ def task_generalize(texts: list[str], timeout: float, seed: int) -> list[tuple[s
 
 
 def _most_general(rule: Rule, timeout: float, seed: int) -> tuple[str, dict[str, Any]] | None:
+    """Every slot at once if that proves; else the union of the attributes that prove one by one,
+    else the largest of those."""
     tries = attempts(rule)
-    if not tries:
-        return None
-    good = []
+    proved: list[tuple[list, Any]] = []
     for k, chosen in enumerate(tries):
         result = prove(generalize(rule, chosen), timeout, seed=seed)
         if result.status == "PROVED":
             if k == 0:
                 return format_rule(generalize(rule, chosen)), result.to_json()
-            good += chosen
-    if not good:
+            proved.append((chosen, result))
+    if not proved:
         return None
-    if len(good) > max(len(t) for t in tries[1:] if t):
-        result = prove(generalize(rule, good), timeout, seed=seed)
+    if len(proved) > 1:
+        union = [s for chosen, _ in proved for s in chosen]
+        result = prove(generalize(rule, union), timeout, seed=seed)
         if result.status == "PROVED":
-            return format_rule(generalize(rule, good)), result.to_json()
-    best = max((t for t in tries[1:] if all(s in good for s in t)), key=len)
-    result = prove(generalize(rule, best), timeout, seed=seed)
-    return (format_rule(generalize(rule, best)), result.to_json()) if result.status == "PROVED" else None
+            return format_rule(generalize(rule, union)), result.to_json()
+    chosen, result = max(proved, key=lambda p: len(p[0]))
+    return format_rule(generalize(rule, chosen)), result.to_json()
 
 
 # ---- checkpoint ------------------------------------------------------------------------------
@@ -187,9 +187,10 @@ def generate(settings: Settings, executor: Executor, checkpoint: Checkpoint, pro
     for text, world, shapes, size in passed:
         unique.setdefault(text, (world, shapes, size))
     report.counts["renaming"] = len(unique)
-    kept = {k: v for k, v in unique.items() if not cand.has_common_subgraph(parse_rule(k))}
+    parsed = {k: parse_rule(k) for k in unique}
+    kept = {k: v for k, v in unique.items() if not cand.has_common_subgraph(parsed[k])}
     report.counts["common-subgraph"] = len(kept)
-    kept = {k: v for k, v in kept.items() if not cand.is_product(parse_rule(k))}
+    kept = {k: v for k, v in kept.items() if not cand.is_product(parsed[k])}
     stage("products", t, len(kept))
 
     # 4. verify and generalize in waves of growing size: a candidate that the rules kept so far
@@ -268,7 +269,3 @@ def _info(info: dict[str, Any]) -> dict[str, Any]:
 def _world_json(w: World) -> dict[str, Any]:
     return {"name": w.name, "ops": list(w.ops),
             "inputs": [{"name": i.name, "shape": list(i.shape), "weight": i.weight} for i in w.inputs]}
-
-
-def texts(entries: Iterable[Entry]) -> list[str]:
-    return [e.text for e in entries]

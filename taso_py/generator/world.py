@@ -138,12 +138,8 @@ def _const_imm(args: Sequence[ArgView], world: World) -> Iterator[AttrChoice]:
             yield {"n": CDim.of(i.name, 1, i.shape[1])}
 
 
-def _const_iconv(args: Sequence[ArgView], world: World) -> Iterator[AttrChoice]:
-    for c in _data_channels(world):
-        yield {"channels": c, "kernel": (3, 3)}
-
-
-def _const_pool(args: Sequence[ArgView], world: World) -> Iterator[AttrChoice]:
+def _channel_constant(args: Sequence[ArgView], world: World) -> Iterator[AttrChoice]:
+    """const_iconv and const_pool: a 3x3 kernel for each data input's channels."""
     for c in _data_channels(world):
         yield {"channels": c, "kernel": (3, 3)}
 
@@ -162,8 +158,8 @@ GEN_OPS: dict[str, GenOp] = {op.name: op for op in (
     GenOp("avgpool2d", 1, _avgpool, needs=("data",)),
     GenOp("enlarge", 1, _enlarge, needs=("weight",)),
     GenOp("const_imm", 0, _const_imm),
-    GenOp("const_iconv", 0, _const_iconv),
-    GenOp("const_pool", 0, _const_pool),
+    GenOp("const_iconv", 0, _channel_constant),
+    GenOp("const_pool", 0, _channel_constant),
 )}
 
 TASO_OPS = tuple(GEN_OPS)

@@ -127,7 +127,7 @@ class Rule:
     def _names(self) -> Iterator[tuple[str, str]]:
         """('tensor' | 'attr', name) in textual order, so both helpers agree on 'first appearance'."""
         for term in (*self.src, *self.dst):
-            yield from _term_names(term)
+            yield from term_names(term)
         for cond in self.where:
             yield from _expr_names(cond.left)
             yield from _expr_names(cond.right)
@@ -159,15 +159,15 @@ def walk_expr(expr: Expr) -> Iterator[Expr]:
         yield from walk_expr(child)
 
 
-def _term_names(term: Term) -> Iterator[tuple[str, str]]:
+def term_names(term: Term) -> Iterator[tuple[str, str]]:
     """Names in a term in textual order: an Apply's tensor arguments come before its attributes."""
     if isinstance(term, Var):
         yield "tensor", term.name
     elif isinstance(term, Pick):
-        yield from _term_names(term.term)
+        yield from term_names(term.term)
     else:
         for arg in term.args:
-            yield from _term_names(arg)
+            yield from term_names(arg)
         for _, value in term.attrs:
             yield from _expr_names(value)
 
