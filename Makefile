@@ -32,6 +32,9 @@ demo: install
 	$(TASO) convert $(EXAMPLE) -o out/inception_v3_small.converted.onnx
 	$(TASO) verify-rule "(matmul(x, w1), matmul(x, w2)) == (split(matmul(x, concat(w1, w2, axis=1)), axis=1, sizes=[dim(w1, 1), dim(w2, 1)])[0], split(matmul(x, concat(w1, w2, axis=1)), axis=1, sizes=[dim(w1, 1), dim(w2, 1)])[1])"
 	$(TASO) verify-rule "relu(add(a, b)) == add(relu(a), relu(b))" || echo "(exit $$?: refuted, as it should be)"
+	$(TASO) rules stats
+	$(TASO) rules list --op matmul
+	$(TASO) rules show r9447e544
 
 test: dev
 	$(PY) -m pytest

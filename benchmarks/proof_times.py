@@ -10,10 +10,7 @@ writes every result to DIR/proof_times.json (default benchmarks/results), atomic
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import platform
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from taso_py.atomic import write_json
 from taso_py.library import parse_rule
 from tests.verifier_cases import HARD_TRUE_RULES, TRUE_RULES, WRONG_RULES, Case
 from verifier.prover import DEFAULT_TIMEOUT, prove
@@ -29,20 +27,6 @@ STATUSES = ("PROVED", "REFUTED", "UNKNOWN")
 # Summary table columns: (title, alignment and width).
 COLUMNS = (("set", "<6"), ("count", ">5"), ("PROVED", ">6"), ("REFUTED", ">7"), ("UNKNOWN", ">7"),
            ("median s", ">8"), ("p95 s", ">7"), ("max s", ">7"))
-
-
-def write_atomic(data: dict[str, Any], path: Path) -> None:
-    """Write JSON via a temp file in the same directory + os.replace."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
-            f.write("\n")
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def run_set(cases: Sequence[Case], timeout: float) -> list[dict[str, Any]]:
@@ -95,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
             for r in rows:
                 print(f"  {r['status']}: {r['rule']}" + (f"\n    {r['reason']}" if "reason" in r else ""))
     path = args.out / "proof_times.json"
-    write_atomic(results, path)
+    write_json(path, results)
     print(f"\nwrote {path}")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,7 +71,7 @@ class TensorType:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.known_shape, dtype=np.int64))
+        return math.prod(self.known_shape)
 
     @property
     def is_known(self) -> bool:

@@ -7,11 +7,13 @@ import pytest
 
 from taso_py import ops
 from taso_py.generator import candidates as cand
-from taso_py.generator import fingerprint
+from taso_py.generator import fingerprint, implied
 from taso_py.generator.concolic import CONCOLIC, CDim
 from taso_py.generator.enumerate import enumerate_shard, shard_count, trivial_graphs
+from taso_py.generator.executor import LocalExecutor
 from taso_py.generator.generalize import attempts, generalize, slots
 from taso_py.generator.implied import derivable
+from taso_py.generator.pipeline import Checkpoint, Settings, generate
 from taso_py.generator.world import WORLDS, Input, World
 from taso_py.library.syntax import format_expr, format_rule, format_term, parse_rule
 from verifier.prover import prove
@@ -158,6 +160,52 @@ def test_implied_rules_need_symbolically_equal_attributes():
                                 " == matmul(c, a)"), earlier, MATRIX)
     assert not derivable(parse_rule("split(matmul(c, concat(a, b, axis=1)), axis=1, "
                                     "sizes=[dim(b, 1), dim(a, 1)])[0] == matmul(c, a)"), earlier, MATRIX)
+
+
+def test_an_instance_of_a_more_general_rule_is_redundant():
+    general = "matmul(a, add(b, c)) == add(matmul(a, b), matmul(a, c))"
+    instance = "matmul(a, add(b, b)) == add(matmul(a, b), matmul(a, b))"
+    shapes = {general: MATRIX, instance: {"a": [4, 4], "b": [4, 4]}}
+    # the instance is smaller, so it comes first in the order, yet the general rule covers it
+    assert implied.task_derivable([instance, general], [instance, general], shapes) == [instance]
+    merge = ("(split(matmul(a, concat(b, c, axis=1)), axis=1, sizes=[dim(b, 1), dim(c, 1)])[0], "
+             "split(matmul(a, concat(b, c, axis=1)), axis=1, sizes=[dim(b, 1), dim(c, 1)])[1]) == "
+             "(matmul(a, b), matmul(a, c))")
+    # the same with b for c, outputs swapped and sides swapped
+    merge_bb = ("(matmul(a, b), matmul(a, b)) == "
+                "(split(matmul(a, concat(b, b, axis=1)), axis=1, sizes=[dim(b, 1), dim(b, 1)])[1], "
+                "split(matmul(a, concat(b, b, axis=1)), axis=1, sizes=[dim(b, 1), dim(b, 1)])[0])")
+    shapes = {merge: MATRIX, merge_bb: {"a": [4, 4], "b": [4, 4]}}
+    assert implied.task_derivable([merge, merge_bb], [merge_bb, merge], shapes) == [merge_bb]
+
+
+def test_a_multi_output_rule_is_redundant_only_when_each_output_rewrites_both_ways():
+    assoc = "matmul(matmul(a, b), c) == matmul(a, matmul(b, c))"
+    pair = ("(matmul(matmul(a, b), a), matmul(matmul(b, a), b)) == "
+            "(matmul(a, matmul(b, a)), matmul(b, matmul(a, b)))")
+    merge = ("(split(matmul(a, concat(b, c, axis=1)), axis=1, sizes=[dim(b, 1), dim(c, 1)])[0], "
+             "split(matmul(a, concat(b, c, axis=1)), axis=1, sizes=[dim(b, 1), dim(c, 1)])[1]) == "
+             "(matmul(a, b), matmul(a, c))")
+    columns = ("matmul(a, concat(b, c, axis=1)) == concat(matmul(a, b), matmul(a, c), axis=1)")
+    split0 = "split(concat(a, b, axis=1), axis=1, sizes=[dim(a, 1), dim(b, 1)])[0] == a"
+    split1 = "split(concat(a, b, axis=1), axis=1, sizes=[dim(a, 1), dim(b, 1)])[1] == b"
+    rules = [assoc, columns, split0, split1]
+    shapes = {pair: {"a": [4, 4], "b": [4, 4]}, merge: MATRIX}
+    # the merge's outputs reach matmul(a, b) one way only: the other way would invent c
+    assert implied.task_implied([pair, merge], rules, shapes) == [pair]
+
+
+def test_pruning_keeps_distributivity_and_drops_its_instances(tmp_path):
+    executor = LocalExecutor(1)
+    checkpoint = Checkpoint(tmp_path / "c.jsonl", resume=False)
+    library = generate(Settings(max_ops=3, ops=("matmul", "add")), executor, checkpoint, lambda s, n: lambda k: None)
+    checkpoint.close()
+    texts = {e.text for e in library}
+    assert "add(matmul(a, b), matmul(a, c)) == matmul(a, add(b, c))" in texts
+    assert "add(matmul(a, b), matmul(c, b)) == matmul(add(a, c), b)" in texts
+    assert "matmul(matmul(a, b), c) == matmul(a, matmul(b, c))" in texts
+    assert not any("add(b, b)" in t or "add(a, a)" in t for t in texts), texts
+    assert library.generator["counts"]["final"] == len(library) <= 6
 
 
 @pytest.mark.parametrize("p", [fingerprint.P])

@@ -25,9 +25,9 @@ import numpy as np
 
 from taso_py.generator.enumerate import Graph
 from taso_py.generator.world import World
+from taso_py.library.instances import Instance
 from taso_py.library.syntax import format_rule, format_term
 from taso_py.library.terms import Apply, BinOp, Call, Dim, Expr, Pick, Rank, Rule, Seq, Term, Var, walk
-from verifier.concrete import Instance
 from verifier.refuter import check_instance
 
 

@@ -1,21 +1,31 @@
-"""Rules implied by smaller rules: a bounded rewrite search over terms.
+"""Rules implied by other rules: a bounded rewrite search over terms.
 
-A single-output rule `l == r` is dropped when rewriting `l` and `r` with the rules before it
-(ordered by size, then text), each usable in both directions, reaches a common term within
-`DEPTH` steps from each side. Commutative operators are compared up to argument order, as
-the optimizer's graph hashing does.
+Any rule is redundant when it is an instance of a rule with more tensor variables: that rule with
+some of its variables made equal (and attribute variables perhaps fixed). "More variables" is a
+strict order, so two rules never remove each other this way.
+
+A single-output rule `l == r` is also redundant when rewriting `l` and `r` with the rules before
+it (ordered by size, then generality, then text), each usable in both directions, reaches a
+common term within `DEPTH` steps from each side. Commutative operators are compared up to
+argument order, as the optimizer's graph hashing does.
+
+A multi-output rule is also redundant when each of its outputs rewrites into the other side's in both
+directions by single-output rules alone: applying those one output at a time reaches the same
+graph once equal nodes are merged. The merges that matter are never redundant, because one
+direction needs a variable that the smaller side lacks (`matmul(a, b)` cannot become
+`split(matmul(a, concat(b, c)))[0]` without inventing `c`). Parametric rules are kept unless
+they are instances: the literal rules before them need not cover their other attribute values.
 
 Shapes are symbolic (CDims over the rule's variables, see `concolic`): a rewrite fires only
 where its attributes are *symbolically* equal to the matched ones (`dim(a, 1)` matches
 `dim(a, 1)`, not merely a 4 that happens to equal it) and where the replacement is defined
-(a proved rule then guarantees the same shape). Multi-output rules are never dropped: their value is the shared work
-they create, which no chain of single-output rewrites reproduces; nor are parametric ones, whose
-other attribute values the literal rules before them need not cover.
+(a proved rule then guarantees the same shape).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections import defaultdict
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -49,17 +59,17 @@ Env = dict[str, Any]  # tensor variable -> Term, "?name" -> attribute value
 
 
 def task_derivable(chunk: list[str], order: list[str], shapes: dict[str, dict[str, list[int]]]) -> list[str]:
-    """The texts of `chunk` derivable from the single-output rules before them in `order`."""
+    """The texts of `chunk` redundant given the rules before them in `order` (and more general ones)."""
     position = {t: i for i, t in enumerate(order)}
-    return _derivable(chunk, order, shapes, lambda text: position[text])
+    return _redundant(chunk, order, shapes, lambda text: position[text])
 
 
 def task_implied(chunk: list[str], kept: list[str], shapes: dict[str, dict[str, list[int]]]) -> list[str]:
-    """The candidate texts of `chunk` (not in `kept`) derivable from all of the `kept` rules."""
-    return _derivable(chunk, kept, shapes, lambda _text: len(kept))
+    """The texts of `chunk` (not in `kept`) redundant given all of the `kept` rules."""
+    return _redundant(chunk, kept, shapes, lambda _text: len(kept))
 
 
-def _derivable(chunk: list[str], order: list[str], shapes: dict[str, dict[str, list[int]]], before: Any
+def _redundant(chunk: list[str], order: list[str], shapes: dict[str, dict[str, list[int]]], before: Any
                ) -> list[str]:
     rules = [parse_rule(t) for t in order]
     index: dict[str, list[tuple[int, Term, Term]]] = defaultdict(list)
@@ -69,14 +79,54 @@ def _derivable(chunk: list[str], order: list[str], shapes: dict[str, dict[str, l
         for lhs, rhs in ((r.src[0], r.dst[0]), (r.dst[0], r.src[0])):
             if not isinstance(lhs, Var) and _vars(rhs) <= _vars(lhs):
                 index[_root(lhs)].append((i, lhs, rhs))
+    general = [r for r in rules if not r.where]
     out = []
     for text in chunk:
         rule = parse_rule(text)
-        if len(rule.src) == 1 and not rule.attr_variables():  # parametric rules are always kept
-            world = Shapes(shapes[text])
-            if _joinable(rule.src[0], rule.dst[0], world, index, before(text)):
-                out.append(text)
+        world = Shapes(shapes[text])
+        if _instance(rule, general, world):
+            redundant = True
+        elif rule.attr_variables():
+            redundant = False
+        elif len(rule.src) > 1:
+            everything = len(rules)
+            redundant = all(_rewrites_to(s, d, index, everything, world)
+                            and _rewrites_to(d, s, index, everything, world) for s, d in zip(rule.src, rule.dst))
+        else:
+            redundant = _joinable(rule.src[0], rule.dst[0], world, index, before(text))
+        if redundant:
+            out.append(text)
     return out
+
+
+def _instance(rule: Rule, rules: list[Rule], shapes: Shapes) -> bool:
+    """Whether `rule` is a rule with more distinct tensor variables, some of them made equal
+    (and attribute variables perhaps fixed), in either orientation and any order of outputs."""
+    mine = _tensor_vars(rule)
+    for other in rules:
+        if len(other.src) != len(rule.src) or _tensor_vars(other) <= mine:
+            continue
+        for lhs, rhs in ((other.src, other.dst), (other.dst, other.src)):
+            for order in itertools.permutations(range(len(rule.src))):
+                for env in _match_all([lhs[i] for i in order], list(rule.src), {}, shapes):
+                    try:
+                        if all(key(instantiate(rhs[i], env, shapes)) == key(d) for i, d in zip(order, rule.dst)):
+                            return True
+                    except (_NoMatch, KeyError):
+                        continue
+    return False
+
+
+def _match_all(patterns: list[Term], terms: list[Term], env: Env, shapes: Shapes) -> Iterator[Env]:
+    if not patterns:
+        yield env
+        return
+    for e in match(patterns[0], terms[0], env, shapes):
+        yield from _match_all(patterns[1:], terms[1:], e, shapes)
+
+
+def _tensor_vars(rule: Rule) -> int:
+    return len({n for t in (*rule.src, *rule.dst) for kind, n in term_names(t) if kind == "tensor"})
 
 
 def _vars(t: Term) -> set[tuple[str, str]]:
@@ -322,6 +372,24 @@ def _reach(t: Term, index: dict, before: int, shapes: Shapes) -> set[str]:
 
 def _joinable(a: Term, b: Term, shapes: Shapes, index: dict, before: int) -> bool:
     return bool(_reach(a, index, before, shapes) & _reach(b, index, before, shapes))
+
+
+def _rewrites_to(a: Term, b: Term, index: dict, before: int, shapes: Shapes) -> bool:
+    """Whether forward rewrites take `a` to `b` within 2 * DEPTH steps (none invents a variable)."""
+    goal = key(b)
+    seen, frontier = {key(a)}, [a]
+    for _ in range(2 * DEPTH):
+        nxt = []
+        for term in frontier:
+            for new in rewrites(term, index, before, shapes):
+                k = key(new)
+                if k == goal:
+                    return True
+                if k not in seen and len(seen) < MAX_STATES:
+                    seen.add(k)
+                    nxt.append(new)
+        frontier = nxt
+    return goal in seen
 
 
 def derivable(rule: Rule, earlier: list[Rule], shapes: dict[str, list[int]]) -> bool:

@@ -199,24 +199,15 @@ def generate(settings: Settings, executor: Executor, checkpoint: Checkpoint, pro
     advance = progress("verify", len(kept))
     rules: dict[str, tuple[dict, dict]] = {}  # kept text -> (proof, info)
     statuses: dict[str, str] = {}
+    skipped: list[str] = []
     for size in sorted({v[2] for v in kept.values()}):
         wave = sorted(k for k, v in kept.items() if v[2] == size)
-        base = _ordered(rules)
-        tasks = [(chunk, base, {k: kept[k][1] for k in chunk}) for chunk in _chunks(wave, 25)] if base else []
-        implied_now = {k for found in _run(executor, implied.task_implied, tasks, lambda _n: None) for k in found}
+        implied_now = set(_redundant(executor, wave, _ordered(rules), {k: kept[k][1] for k in wave}))
         advance(len(implied_now))
+        skipped += sorted(implied_now)
         wave = [k for k in wave if k not in implied_now]
-        report.counts["implied-before-proof"] = report.counts.get("implied-before-proof", 0) + len(implied_now)
-        proofs = _checkpointed(executor, checkpoint, "prove", task_prove, wave, settings, advance)
-        statuses.update({k: p["status"] for k, p in proofs.items()})
-        proved = [k for k in wave if proofs[k]["status"] == "PROVED"]
-        general = _checkpointed(executor, checkpoint, "generalize", task_generalize, proved, settings, lambda _n: None)
-        for k in proved:
-            world, shapes, _ = kept[k]
-            g = general[k]
-            info = {"world": world, "shapes": shapes, "size": size, "parametric": g is not None}
-            text, proof = (k, proofs[k]) if g is None else (cand.canonical(parse_rule(g[0]))[1], g[1])
-            rules.setdefault(text, (proof, info))
+        _prove(executor, checkpoint, settings, wave, kept, rules, statuses, advance)
+    report.counts["implied-before-proof"] = len(skipped)
     for status in ("REFUTED", "UNKNOWN"):
         report.counts[status.lower()] = sum(v == status for v in statuses.values())
     report.counts["proved"] = sum(v == "PROVED" for v in statuses.values())
@@ -233,6 +224,18 @@ def generate(settings: Settings, executor: Executor, checkpoint: Checkpoint, pro
     final = [k for k in order if k not in derivable]
     stage("implied", t, len(final))
 
+    # 6. both pruning passes judged each rule against rules that may themselves have gone since:
+    # whatever the final rules do not imply comes back (proved first, if it was skipped before)
+    t = time.perf_counter()
+    restored = _restore(executor, [k for k in order if k in derivable], final, shapes_of)
+    missing = _restore(executor, skipped, final, {k: kept[k][1] for k in skipped}, keep_all=True)
+    before = dict(rules)
+    _prove(executor, checkpoint, settings, missing, kept, rules, statuses, lambda _n: None)
+    added = [k for k in _ordered(rules) if k not in before]
+    final = _ordered({k: rules[k] for k in [*final, *restored, *added]})
+    report.counts["restored"] = len(restored) + len(added)
+    stage("final", t, len(final))
+
     entries = [Entry(parse_rule(k), rules[k][0], "generated", _info(rules[k][1])) for k in final]
     generator = {"version": __version__, "max_ops": settings.max_ops, "ops": list(settings.ops),
                  "seed": settings.seed, "proof_timeout": settings.timeout,
@@ -242,6 +245,46 @@ def generate(settings: Settings, executor: Executor, checkpoint: Checkpoint, pro
     axioms = {"count": len(ops.AXIOMS), "names": sorted(ops.AXIOMS),
               "validation": "taso axioms validate --full checks each against the operators' semantics"}
     return Library(entries, generator, axioms)
+
+
+def _redundant(executor: Executor, texts: list[str], rules: list[str], shapes: dict[str, dict]) -> list[str]:
+    """The texts that `rules` imply (see `implied.task_implied`), in parallel chunks."""
+    if not rules or not texts:
+        return []
+    tasks = [(chunk, rules, {k: shapes[k] for k in chunk}) for chunk in _chunks(texts, 25)]
+    return [k for found in _run(executor, implied.task_implied, tasks, lambda _n: None) for k in found]
+
+
+def _restore(executor: Executor, texts: list[str], final: list[str], shapes: dict[str, dict],
+             keep_all: bool = False) -> list[str]:
+    """The texts that `final` does not imply, in order. Unless `keep_all`, they are added to
+    `final` one at a time, smallest first, each making the rest re-checked: one restored rule
+    often implies its neighbours again."""
+    restored: list[str] = []
+    while texts:
+        implied_now = set(_redundant(executor, texts, final, shapes))
+        texts = [k for k in texts if k not in implied_now]
+        if keep_all or not texts:
+            return texts
+        final.append(texts[0])
+        restored.append(texts.pop(0))
+    return restored
+
+
+def _prove(executor: Executor, checkpoint: Checkpoint, settings: Settings, texts: list[str],
+           kept: dict[str, tuple[str, dict, int]], rules: dict[str, tuple[dict, dict]],
+           statuses: dict[str, str], advance: Callable[[int], None]) -> None:
+    """Prove `texts`, generalize the proved ones and add them to `rules` (their most general form)."""
+    proofs = _checkpointed(executor, checkpoint, "prove", task_prove, texts, settings, advance)
+    statuses.update({k: p["status"] for k, p in proofs.items()})
+    proved = [k for k in texts if proofs[k]["status"] == "PROVED"]
+    general = _checkpointed(executor, checkpoint, "generalize", task_generalize, proved, settings, lambda _n: None)
+    for k in proved:
+        world, shapes, size = kept[k]
+        g = general[k]
+        info = {"world": world, "shapes": shapes, "size": size, "parametric": g is not None}
+        text, proof = (k, proofs[k]) if g is None else (cand.canonical(parse_rule(g[0]))[1], g[1])
+        rules.setdefault(text, (proof, info))
 
 
 def _ordered(rules: dict[str, tuple[dict, dict]]) -> list[str]:

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from taso_py.atomic import write_json
 from taso_py.errors import InputError
 from taso_py.library.graphs import to_graph
 from taso_py.library.syntax import format_cond, format_rule, parse_rule
@@ -97,18 +96,7 @@ class Library:
                 "rules": [e.to_json() for e in self.entries]}
 
     def save(self, path: str | Path) -> None:
-        """Write atomically: a temporary file in the same folder, then a rename."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(self.to_json(), f, indent=1)
-                f.write("\n")
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_json(path, self.to_json())
 
 
 def load(path: str | Path | None = None) -> Library:

@@ -396,21 +396,30 @@ def _pool_export(op_type: str) -> object:
     return direct_export(op_type, attrs)
 
 
+def _conv_flops(ins: Sequence[TensorType], outs: Sequence[TensorType], _a: object) -> int:
+    _, cin_per_group, kh, kw = ins[1].known_shape
+    return 2 * outs[0].size * cin_per_group * kh * kw
+
+
+def _pool_flops(_ins: Sequence[TensorType], outs: Sequence[TensorType], a: MaxPoolAttrs | AvgPoolAttrs) -> int:
+    return outs[0].size * a.kernel[0] * a.kernel[1]
+
+
 conv2d = OpDef(
-    "conv2d", ("x", "w", "b"), optional=1, shape=_conv_shape, ref=_conv_ref, attrs=Conv2dAttrs,
+    "conv2d", ("x", "w", "b"), optional=1, shape=_conv_shape, flops=_conv_flops, ref=_conv_ref, attrs=Conv2dAttrs,
     fusion=Fusion.COMPLEX_OUT_FUSABLE, onnx=OnnxMapping({"Conv": _import_conv}, _export_conv),
     sym_shape=_sym_conv, sym_value=_conv_sym,
     doc="2-D convolution, NCHW x and OIHW weight, optional bias, groups, fused activation",
 )
 maxpool2d = OpDef(
-    "maxpool2d", ("x",), shape=_pool_shape, ref=_maxpool_ref, attrs=MaxPoolAttrs,
+    "maxpool2d", ("x",), shape=_pool_shape, flops=_pool_flops, ref=_maxpool_ref, attrs=MaxPoolAttrs,
     fusion=Fusion.COMPLEX_OUT_FUSABLE,
     onnx=OnnxMapping({"MaxPool": _pool_import("maxpool2d")}, _pool_export("MaxPool")),
     sym_shape=_sym_pool, sym_value=_maxpool_sym,
     doc="2-D max pooling",
 )
 avgpool2d = OpDef(
-    "avgpool2d", ("x",), shape=_pool_shape, ref=_avgpool_ref, attrs=AvgPoolAttrs,
+    "avgpool2d", ("x",), shape=_pool_shape, flops=_pool_flops, ref=_avgpool_ref, attrs=AvgPoolAttrs,
     fusion=Fusion.COMPLEX_OUT_FUSABLE,
     onnx=OnnxMapping({"AveragePool": _pool_import("avgpool2d")}, _pool_export("AveragePool")),
     sym_shape=_sym_pool, sym_value=_avgpool_sym,

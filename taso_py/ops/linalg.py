@@ -59,8 +59,12 @@ def _import_gemm(ctx: ImportContext) -> tuple:
     return (y,)
 
 
+def _matmul_flops(ins: Sequence[TensorType], outs: Sequence[TensorType], _a: object) -> int:
+    return 2 * outs[0].size * ins[0].known_shape[-1]
+
+
 matmul = OpDef(
-    "matmul", ("a", "b"), shape=_matmul_shape, ref=lambda xs, _a: (np.matmul(xs[0], xs[1]),),
+    "matmul", ("a", "b"), shape=_matmul_shape, flops=_matmul_flops, ref=lambda xs, _a: (np.matmul(xs[0], xs[1]),),
     fusion=Fusion.COMPLEX_OUT_FUSABLE,
     onnx=OnnxMapping({"MatMul": direct_import("matmul"), "Gemm": _import_gemm}, direct_export("MatMul")),
     sym_shape=_sym_matmul, sym_value=lambda xs, _a, _D: (np.matmul(xs[0], xs[1]),),
@@ -71,11 +75,10 @@ OPS = (matmul,)
 
 AXIOMS = (
     Axiom("matmul-assoc", "matmul(matmul(a, b), c) == matmul(a, matmul(b, c))"),
-    Axiom("matmul-add-left", "matmul(add(a, b), c) == add(matmul(a, c), matmul(b, c)) "
-          "where rank(a) >= 2, rank(b) >= 2, dim(a, -2) == dim(b, -2), dim(a, -1) == dim(b, -1)",
-          "linearity in the left operand (the operands of add have the same last two dims)"),
-    Axiom("matmul-add-right", "matmul(a, add(b, c)) == add(matmul(a, b), matmul(a, c)) "
-          "where rank(b) >= 2, rank(c) >= 2, dim(b, -2) == dim(c, -2), dim(b, -1) == dim(c, -1)",
+    Axiom("matmul-add-left", "matmul(add(a, b), c) == add(matmul(a, c), matmul(b, c))",
+          "linearity in the left operand (where both sides are defined, add can only broadcast over "
+          "dims that matmul does not contract)"),
+    Axiom("matmul-add-right", "matmul(a, add(b, c)) == add(matmul(a, b), matmul(a, c))",
           "linearity in the right operand"),
     Axiom("matmul-scalar-left", "matmul(scalar_mul(a, scale=?s), b) == scalar_mul(matmul(a, b), scale=?s)"),
     Axiom("matmul-scalar-right", "matmul(a, scalar_mul(b, scale=?s)) == scalar_mul(matmul(a, b), scale=?s)"),

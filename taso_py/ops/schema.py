@@ -34,6 +34,7 @@ class Fusion(enum.Enum):
 ShapeFn = Callable[[Sequence[TensorType], Any], tuple[TensorType, ...]]
 RefFn = Callable[[Sequence[np.ndarray], Any], tuple[np.ndarray, ...]]
 NormalizeFn = Callable[[Any, Sequence[TensorType]], Any]
+FlopsFn = Callable[[Sequence[TensorType], Sequence[TensorType], Any], int]  # (inputs, outputs, attrs)
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class OpDef:
     sym_shape: SymShapeFn | None = None  # the verifier's shape model (see ops.symbolic)
     sym_value: SymValueFn | None = None  # semantics over a scalar domain (see ops.symbolic)
     algebra: bool = True  # False for the structural kinds that the generator must not use
+    flops: FlopsFn | None = None  # arithmetic of one application; None: one per output element
     doc: str = ""
 
     def make_attrs(self, **values: Any) -> Any:
@@ -100,6 +102,12 @@ class OpDef:
 
     def evaluate(self, arrays: Sequence[np.ndarray], attrs: Any) -> tuple[np.ndarray, ...]:
         return self.ref(arrays, attrs)
+
+    def count_flops(self, in_types: Sequence[TensorType], out_types: Sequence[TensorType], attrs: Any) -> int:
+        """For the analytical cost model: multiply-adds count two."""
+        if self.flops is not None:
+            return self.flops(in_types, out_types, attrs)
+        return sum(t.size for t in out_types)
 
     @property
     def verifiable(self) -> bool:
