@@ -35,6 +35,7 @@ demo: install
 	$(TASO) rules stats
 	$(TASO) rules list --op matmul
 	$(TASO) rules show r9447e544
+	$(TASO) optimize $(EXAMPLE) -o out/inception_v3_small.taso.onnx
 
 test: dev
 	$(PY) -m pytest

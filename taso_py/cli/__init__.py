@@ -9,6 +9,7 @@ from taso_py.cli.common import TasoGroup, setup_logging
 from taso_py.cli.convert import convert
 from taso_py.cli.generate import generate_rules
 from taso_py.cli.info import info
+from taso_py.cli.optimize import optimize_command
 from taso_py.cli.rules import rules
 from taso_py.cli.verify import axioms, verify_rule
 
@@ -27,3 +28,4 @@ main.add_command(verify_rule)
 main.add_command(axioms)
 main.add_command(generate_rules)
 main.add_command(rules)
+main.add_command(optimize_command)

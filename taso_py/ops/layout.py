@@ -402,6 +402,15 @@ AXIOMS = (
     Axiom("split-concat-1", "split(concat(a, b, axis=?k), axis=?k, sizes=[dim(a, ?k), dim(b, ?k)])[1] == b"),
     Axiom("concat-split", "concat(split(x, axis=?k, sizes=[?m, ?n])[0], split(x, axis=?k, sizes=[?m, ?n])[1], "
           "axis=?k) == x", "joining the parts of a split gives back the whole"),
+    *(Axiom(f"split3-{side}-{i}", f"split(x, axis=?k, sizes=[?a, ?b, ?c])[{i}] == {nested}",
+            "a three-way split is two two-way splits, cut either way" if i == 0 else "")
+      for side, forms in (("right", ("split(x, axis=?k, sizes=[?a, ?b + ?c])[0]",
+                                     "split(split(x, axis=?k, sizes=[?a, ?b + ?c])[1], axis=?k, sizes=[?b, ?c])[0]",
+                                     "split(split(x, axis=?k, sizes=[?a, ?b + ?c])[1], axis=?k, sizes=[?b, ?c])[1]")),
+                          ("left", ("split(split(x, axis=?k, sizes=[?a + ?b, ?c])[0], axis=?k, sizes=[?a, ?b])[0]",
+                                    "split(split(x, axis=?k, sizes=[?a + ?b, ?c])[0], axis=?k, sizes=[?a, ?b])[1]",
+                                    "split(x, axis=?k, sizes=[?a + ?b, ?c])[1]")))
+      for i, nested in enumerate(forms)),
     Axiom("concat-swap", "concat(concat(a, b, axis=?k), concat(c, d, axis=?k), axis=?j) == "
           "concat(concat(a, c, axis=?j), concat(b, d, axis=?j), axis=?k) "
           "where ?j != ?k, dim(a, ?k) == dim(c, ?k), dim(a, ?j) == dim(b, ?j)",

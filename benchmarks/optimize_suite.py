@@ -1,0 +1,149 @@
+"""`taso optimize` over the model suite: search time, rules applied, and ONNX Runtime latency of the
+original and the optimized model measured side by side.
+
+Usage: ``python -m benchmarks.optimize_suite [--size full|small] [--models a,b] [--runs 30] [--out DIR]``
+
+For each model: build it (seeded), optimize it with the default settings (measured cost model),
+check the result against the original in ORT, then time both models in one process with all of
+ORT's graph optimizations on, at 1 and 2 threads, thread spinning off, runs interleaved
+(original, optimized, original, ...), and quote medians. Writes DIR/optimize_suite.json,
+DIR/optimize_suite.md and DIR/optimize_suite.png (default DIR: benchmarks/results).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from benchmarks.models import MODELS, build
+from taso_py.atomic import write_json, write_text
+from taso_py.cost.measured import Measured
+from taso_py.library.store import load as load_library
+from taso_py.onnx_io import load_model, save_model
+from taso_py.optimizer import optimize
+from taso_py.runtime import compare_models, random_feeds, session
+from taso_py.search.backtracking import Settings
+
+THREADS = (1, 2)
+
+
+def latency(original: Path, optimized: Path, feeds: dict[str, np.ndarray], threads: int, runs: int
+            ) -> tuple[float, float]:
+    """Median milliseconds of each model, runs interleaved so both see the same machine."""
+    sessions = [session(original, threads), session(optimized, threads)]
+    for s in sessions:
+        for _ in range(3):
+            s.run(None, feeds)
+    samples: list[list[float]] = [[], []]
+    for _ in range(runs):
+        for s, out in zip(sessions, samples):
+            t = time.perf_counter()
+            s.run(None, feeds)
+            out.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(samples[0]), statistics.median(samples[1])
+
+
+def run_model(name: str, size: str, runs: int, work: Path) -> dict[str, Any]:
+    original = work / f"{name}.onnx"
+    onnx.save(build(name, size), original)
+    imported = load_model(original)
+    library = load_library()
+    pricing = Measured(threads=max(THREADS), opset=imported.opset)
+    started = time.perf_counter()
+    result = optimize(imported, library, pricing, Settings())
+    wall = time.perf_counter() - started
+    optimized = work / f"{name}.taso.onnx"
+    save_model(result.model, optimized)
+    feeds = random_feeds(imported.graph)
+    check = compare_models(original, optimized, feeds)
+    o = result.outcome
+    row: dict[str, Any] = {
+        "model": name, "size": size, "nodes": len(imported.graph),
+        "search_seconds": round(o.seconds, 2), "optimize_seconds": round(wall, 2),
+        "measuring_seconds": round(pricing.seconds, 2), "ops_measured": pricing.measured,
+        "expanded": o.expanded, "stopped": o.stopped,
+        "cost_before_ms": o.original_cost, "cost_after_ms": o.cost,
+        "predicted_speedup": o.original_cost / o.cost if o.cost else 1.0,
+        "rules_applied": result.applied(), "check": check.to_json(),
+    }
+    for threads in THREADS:
+        before, after = latency(original, optimized, feeds, threads, runs)
+        row[f"ort_{threads}t"] = {"original_ms": before, "optimized_ms": after, "speedup": before / after}
+    return row
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| model | search s | rewrites | predicted | ORT 1 thread (ms) | speedup | ORT 2 threads (ms) | speedup |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        rewrites = sum(a["count"] for a in r["rules_applied"])
+        one, two = r["ort_1t"], r["ort_2t"]
+        lines.append(f"| {r['model']} | {r['search_seconds']:.1f} | {rewrites} | {r['predicted_speedup']:.3f}x | "
+                     f"{one['original_ms']:.2f} → {one['optimized_ms']:.2f} | {one['speedup']:.3f}x | "
+                     f"{two['original_ms']:.2f} → {two['optimized_ms']:.2f} | {two['speedup']:.3f}x |")
+    for threads in THREADS:
+        g = math.exp(statistics.fmean(math.log(r[f"ort_{threads}t"]["speedup"]) for r in rows))
+        lines.append(f"| geometric mean, {threads} thread{'s' if threads > 1 else ''} | | | | | {g:.3f}x | | |")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [r["model"] for r in rows]
+    x = np.arange(len(rows))
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    for k, threads in enumerate(THREADS):
+        ax.bar(x + (k - 0.5) * 0.35, [r[f"ort_{threads}t"]["speedup"] for r in rows], 0.35,
+               label=f"ORT, {threads} thread{'s' if threads > 1 else ''}")
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(x, names, rotation=20)
+    ax.set_ylabel("speedup over the original")
+    ax.set_title("taso optimize: ONNX Runtime latency, optimized vs original")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.optimize_suite", description=__doc__)
+    parser.add_argument("--size", choices=("full", "small"), default="full")
+    parser.add_argument("--models", default=",".join(MODELS), help="comma-separated suite models")
+    parser.add_argument("--runs", type=int, default=30, help="timed runs of each model (>= 20 for the README)")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="output directory")
+    args = parser.parse_args(argv)
+    names = [n for n in args.models.split(",") if n]
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        parser.error(f"unknown model {unknown[0]!r} (known: {', '.join(MODELS)})")
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            print(f"{name} ...", file=sys.stderr, flush=True)
+            rows.append(run_model(name, args.size, args.runs, Path(tmp)))
+    text = table(rows)
+    print(text)
+    write_text(args.out / "optimize_suite.md", text + "\n")
+    write_json(args.out / "optimize_suite.json", {
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
+        "size": args.size, "runs": args.runs, "rows": rows})
+    plot(rows, args.out / "optimize_suite.png")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""`taso optimize MODEL -o OUT`: rewrite a model with proved rules to run faster, checked in ORT."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from taso_py.cli.common import emit_json, input_shape_option, json_option, load, model_argument, output_path
+from taso_py.cli.convert import CheckFailed
+from taso_py.cli.rules import library_option
+from taso_py.cost.model import CostModel
+from taso_py.library.store import load as load_library
+from taso_py.onnx_io import save_model
+from taso_py.optimizer import Optimized, cost_model, optimize
+from taso_py.runtime import Comparison, compare_models, random_feeds
+from taso_py.search.backtracking import Settings
+
+
+@click.command("optimize")
+@model_argument
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Where to write (default: MODEL.taso.onnx).")
+@library_option
+@click.option("--cost", type=click.Choice(["measured", "analytical"]), default="measured", show_default=True,
+              help="measured: each operator timed in ONNX Runtime here (cached); analytical: a roofline.")
+@click.option("--alpha", type=click.FloatRange(min=1.0), default=1.05, show_default=True,
+              help="Keep exploring graphs up to alpha x the best cost.")
+@click.option("--budget", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Most graphs the search expands.")
+@click.option("--timeout", type=click.FloatRange(min=0.0), default=30.0, show_default=True,
+              help="Seconds of search.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for ties and the check's inputs.")
+@click.option("--threads", type=click.IntRange(min=0), default=0,
+              help="ORT threads for measuring costs (default: all cores).")
+@input_shape_option
+@click.option("--no-check", is_flag=True, help="Skip the ONNX Runtime comparison with the original.")
+@click.option("--rtol", default=1e-4, show_default=True, help="Relative tolerance of the check.")
+@click.option("--atol", default=1e-5, show_default=True, help="Absolute tolerance of the check.")
+@json_option
+def optimize_command(model: Path, out: Path | None, library_path: Path | None, cost: str, alpha: float, budget: int,
+                     timeout: float, seed: int, threads: int, input_shapes: tuple[str, ...], no_check: bool,
+                     rtol: float, atol: float, as_json: bool) -> None:
+    """Find a faster equivalent of MODEL with the proved rules and write it, checked against MODEL.
+
+    Example: taso optimize model.onnx -o model.taso.onnx
+    """
+    target = output_path(model, out, ".taso.onnx")
+    imported = load(model, input_shapes)
+    library = load_library(library_path)
+    pricing = cost_model(cost, threads, imported.opset)
+    console = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True,
+                  disable=as_json) as bar:
+        task = bar.add_task("measuring operator costs")
+
+        def progress(expanded: int, best: float) -> None:
+            bar.update(task, description=f"search: {expanded} graphs expanded, best cost {best:.4g} {pricing.unit}")
+
+        result = optimize(imported, library, pricing, Settings(alpha, budget, timeout, seed), progress)
+    checks: list[Comparison] = []
+
+    def verify(staged: Path) -> None:
+        comparison = compare_models(model, staged, random_feeds(imported.graph, seed), rtol, atol)
+        checks.append(comparison)
+        if not comparison.ok:
+            raise CheckFailed(f"optimized model differs from the original on output {comparison.worst_output!r}: "
+                              f"max abs error {comparison.max_abs:.3g}, max rel error {comparison.max_rel:.3g}; "
+                              "nothing written")
+
+    save_model(result.model, target, before_publish=None if no_check else verify)
+    report = _report(model, target, result, pricing, checks[0] if checks else None)
+    if as_json:
+        emit_json(report)
+    else:
+        console.print(_table(result, pricing.unit))
+        o = result.outcome
+        gain = o.original_cost / o.cost if o.cost else 1.0
+        check = f"; ORT check: max rel error {checks[0].max_rel:.2g}" if checks else "; not checked"
+        console.print(f"cost {o.original_cost:.4g} → {o.cost:.4g} {pricing.unit} ({gain:.3f}x) with "
+                      f"{len(o.applied)} rewrites; {o.expanded} graphs expanded in {o.seconds:.1f} s "
+                      f"({o.stopped}){check}\nwrote {target}", highlight=False)
+
+
+def _table(result: Optimized, unit: str) -> Table:
+    table = Table(title="operators before and after")
+    for col in ("operator", "before", f"cost ({unit})", "after", f"cost ({unit})"):
+        table.add_column(col, justify="left" if col == "operator" else "right")
+    for op in sorted(set(result.before) | set(result.after)):
+        b, a = result.before.get(op, (0, 0.0)), result.after.get(op, (0, 0.0))
+        table.add_row(op, str(b[0]), f"{b[1]:.4g}", str(a[0]), f"{a[1]:.4g}")
+    table.add_row("total", str(sum(v[0] for v in result.before.values())),
+                  f"{sum(v[1] for v in result.before.values()):.4g}",
+                  str(sum(v[0] for v in result.after.values())), f"{sum(v[1] for v in result.after.values()):.4g}",
+                  style="bold")
+    return table
+
+
+def _report(model: Path, target: Path, result: Optimized, pricing: CostModel, check: Comparison | None) -> dict:
+    o = result.outcome
+    return {
+        "input": str(model), "output": str(target),
+        "cost": {"model": pricing.name, "unit": pricing.unit, "original": o.original_cost, "optimized": o.cost,
+                 "speedup": o.original_cost / o.cost if o.cost else 1.0},
+        "rules_applied": result.applied(),
+        "search": {"expanded": o.expanded, "generated": o.generated, "matches_priced": o.matches,
+                   "seconds": round(o.seconds, 3), "stopped": o.stopped, "rules": len(result.rules)},
+        "operators": {"before": {k: v[0] for k, v in result.before.items()},
+                      "after": {k: v[0] for k, v in result.after.items()}},
+        "check": check.to_json() if check else None,
+    }

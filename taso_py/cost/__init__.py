@@ -1,0 +1,1 @@
+"""Cost models for the search: the interface (`model`), measured ORT timings, an analytical roofline."""

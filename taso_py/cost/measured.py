@@ -1,0 +1,158 @@
+"""The measured cost model: each operator application timed alone in ONNX Runtime, on this machine.
+
+An application becomes a one-node ONNX model (constant inputs as initializers, as in the real
+model, so ORT can pre-pack them), exported exactly as `taso optimize` will export it. After
+warm-up runs, it is timed until both a minimum number of runs and a minimum time have passed;
+the median, less ORT's fixed cost per `run` call (see `overhead`), is the cost.
+
+Timings are cached on disk, one file per machine and thread count (CPU model, core count, ONNX
+Runtime version), and reused across runs: a model's operators are measured once. What a node
+costs inside a model includes ORT's dispatch of one node (about a microsecond), which is why
+merging many small operators pays even where their arithmetic does not shrink.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from taso_py.atomic import write_json
+from taso_py.cost.model import OpCall
+from taso_py.graph.ir import Graph
+from taso_py.onnx_io import OnnxModel, OnnxOrigin, to_onnx
+from taso_py.runtime import session
+from taso_py.types import DType, TensorType
+
+WARMUP = 3
+MIN_RUNS = 15
+MIN_SECONDS = 0.02
+FLOOR_MS = 1e-4
+
+
+def cache_dir() -> Path:
+    """$TASO_CACHE_DIR, else taso-py in the user's cache folder."""
+    if os.environ.get("TASO_CACHE_DIR"):
+        return Path(os.environ["TASO_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "taso-py"
+
+
+def machine_key(threads: int) -> str:
+    """Identifies timings that stay valid: the same CPU, core count, ORT version and threads."""
+    import onnxruntime as ort
+
+    cpu = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    text = f"{cpu}|{os.cpu_count()}|{ort.__version__}|{threads}"
+    return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
+
+
+class Measured:
+    """Milliseconds per application, timed in ONNX Runtime with `threads` intra-op threads."""
+
+    name = "measured"
+    unit = "ms"
+
+    def __init__(self, threads: int = 0, opset: int | None = None, path: Path | None = None) -> None:
+        self.threads = threads or os.cpu_count() or 1
+        self.opset = opset
+        self.path = path or cache_dir() / f"costs-{machine_key(self.threads)}-opset{opset or 'default'}.json"
+        self.times: dict[str, float] = {}
+        self.measured = 0  # applications timed in this process (the rest came from the cache)
+        self.seconds = 0.0  # time spent measuring
+        if self.path.exists():
+            try:
+                self.times = {str(k): float(v) for k, v in json.loads(self.path.read_text()).items()}
+            except (OSError, ValueError, AttributeError):
+                self.times = {}  # a damaged cache is only lost time: measure again
+        self._overhead: float | None = None
+        self._by_call: dict[OpCall, float] = {}  # the same, without building the text key
+        self._dirty = False
+
+    def cost(self, call: OpCall) -> float:
+        known = self._by_call.get(call)
+        if known is not None:
+            return known
+        key = call.key
+        if key not in self.times:
+            started = time.perf_counter()
+            self.times[key] = max(self._time(*_single(call, self.opset)) - self.overhead, FLOOR_MS)
+            self.seconds += time.perf_counter() - started
+            self.measured += 1
+            self._dirty = True
+        self._by_call[call] = self.times[key]
+        return self.times[key]
+
+    def prepare(self, calls: Iterable[OpCall]) -> None:
+        for call in calls:
+            self.cost(call)
+        self.save()
+
+    def save(self) -> None:
+        if self._dirty:
+            write_json(self.path, self.times)
+            self._dirty = False
+
+    @property
+    def overhead(self) -> float:
+        """ORT's fixed cost per `run` call, without the cost of the node it runs: a chain of two tiny
+        relus minus one gives the cost of a node, one minus that the cost of the call."""
+        if self._overhead is None:
+            one, two = (self._time(*_relus(n, self.opset)) for n in (1, 2))
+            self._overhead = max(2 * one - two, 0.0)
+        return self._overhead
+
+    def _time(self, model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> float:
+        sess = session(model, self.threads)
+        for _ in range(WARMUP):
+            sess.run(None, feeds)
+        samples: list[float] = []
+        started = time.perf_counter()
+        while len(samples) < MIN_RUNS or time.perf_counter() - started < MIN_SECONDS:
+            t = time.perf_counter()
+            sess.run(None, feeds)
+            samples.append((time.perf_counter() - t) * 1e3)
+        return statistics.median(samples)
+
+
+def _relus(n: int, opset: int | None) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    g = Graph("relus")
+    y = g.add_input("x", TensorType((1,), DType.FLOAT32))
+    for _ in range(n):
+        (y,) = g.add("relu", [y])
+    g.set_outputs([y])
+    return to_onnx(OnnxModel(g, _origin(opset))), {"x": np.ones(1, np.float32)}
+
+
+def _origin(opset: int | None) -> OnnxOrigin:
+    return OnnxOrigin() if opset is None else OnnxOrigin(opsets={"": opset})
+
+
+def _single(call: OpCall, opset: int | None) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """A one-node model of `call` and inputs for it."""
+    g = Graph("op")
+    rng = np.random.default_rng(0)
+    refs, feeds = [], {}
+    for i, (t, const) in enumerate(zip(call.inputs, call.constant)):
+        value = rng.standard_normal(t.known_shape).astype(t.dtype.numpy)
+        if const:
+            refs.append(g.add_weight(value, f"w{i}"))
+        else:
+            refs.append(g.add_input(f"x{i}", t))
+            feeds[f"x{i}"] = value
+    g.set_outputs(list(g.add(call.op, refs, call.attrs)))
+    return to_onnx(OnnxModel(g, _origin(opset))), feeds

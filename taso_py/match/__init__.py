@@ -1,0 +1,1 @@
+"""Rule matching and rewriting on the graph IR: `matcher` finds, `rewrite` plans and applies."""

@@ -1,0 +1,81 @@
+"""`taso optimize` as a function: imported model → search with the proved rules → foldable model.
+
+Every proved rule of the library is used in both directions where the direction binds all of
+its variables (`a` on the left of `split(concat(a, b))[0] == a` cannot be invented going right to
+left). Only PROVED rules are ever used. Weight-only subgraphs that rewrites create (stacked
+kernels, concatenated matrices) are folded into weights before the model is written.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from taso_py.cost.analytical import Roofline
+from taso_py.cost.measured import Measured
+from taso_py.cost.model import CostModel, costs_by_op, prepare_graph
+from taso_py.graph.fold import fold_constants
+from taso_py.library.store import Library
+from taso_py.library.terms import Rule, Var, term_names
+from taso_py.onnx_io import OnnxModel
+from taso_py.search.backtracking import Outcome, Settings, search
+
+
+@dataclass(frozen=True)
+class Directed:
+    """One direction of a library rule."""
+
+    entry_id: str
+    text: str
+    rule: Rule
+    reversed: bool
+
+
+def directed_rules(library: Library) -> list[Directed]:
+    out = []
+    for e in library:
+        if e.proof.get("status") != "PROVED":
+            continue
+        for rule, rev in ((e.rule, False), (Rule(e.rule.dst, e.rule.src, e.rule.where), True)):
+            if any(isinstance(t, Var) for t in rule.src):
+                continue
+            have = {n for t in rule.src for n in term_names(t)}
+            if {n for t in rule.dst for n in term_names(t)} <= have:
+                out.append(Directed(e.id, e.text, rule, rev))
+    return out
+
+
+def cost_model(name: str, threads: int, opset: int) -> CostModel:
+    return Measured(threads, opset) if name == "measured" else Roofline()
+
+
+@dataclass
+class Optimized:
+    model: OnnxModel
+    outcome: Outcome
+    rules: list[Directed]
+    before: dict[str, tuple[int, float]]
+    after: dict[str, tuple[int, float]]
+
+    def applied(self) -> list[dict[str, Any]]:
+        """The rules on the way to the best graph, with how often each was applied."""
+        counts = Counter(self.outcome.applied)
+        return [{"id": self.rules[i].entry_id, "direction": "right-to-left" if self.rules[i].reversed
+                 else "left-to-right", "count": n, "text": self.rules[i].text} for i, n in counts.most_common()]
+
+
+def optimize(model: OnnxModel, library: Library, model_cost: CostModel, settings: Settings,
+             progress: Callable[[int, float], None] | None = None) -> Optimized:
+    rules = directed_rules(library)
+    graph = model.graph.copy()
+    prepare_graph(graph, model_cost)
+    outcome = search(graph, [d.rule for d in rules], model_cost, settings, progress)
+    best = outcome.graph.copy()
+    fold_constants(best)
+    best.remove_unused()
+    if isinstance(model_cost, Measured):
+        model_cost.save()
+    return Optimized(OnnxModel(best, model.origin, model.source, model.notes), outcome, rules,
+                     costs_by_op(model.graph, model_cost), costs_by_op(best, model_cost))

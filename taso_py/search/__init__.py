@@ -1,0 +1,1 @@
+"""Searching for the cheapest equivalent graph: TASO's α-relaxed backtracking search."""

@@ -1,0 +1,330 @@
+"""The optimizer: matching, rewriting, the search, and `taso optimize`."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper, numpy_helper
+
+from taso_py.cost.analytical import Roofline
+from taso_py.cost.model import OpCall, graph_cost
+from taso_py.graph import evaluate
+from taso_py.graph.ir import Graph, Ref
+from taso_py.graph.normalize import IDENTITIES, flatten_splits
+from taso_py.library.instances import Instance, Undefined, attributes
+from taso_py.library.store import Entry, Library, load
+from taso_py.library.syntax import parse_rule
+from taso_py.library.terms import Apply, Pick, Rule, Term, Var
+from taso_py.match.matcher import Matcher
+from taso_py.match.rewrite import apply, plan
+from taso_py.optimizer import directed_rules
+from taso_py.search.backtracking import Settings, search
+from taso_py.types import DType, TensorType
+from verifier.encoding import encode_rule
+from verifier.prover import prove
+from verifier.refuter import instances
+
+TASO = [sys.executable, "-m", "taso_py"]
+MERGE = ("(matmul(a, b), matmul(a, c)) == (split(matmul(a, concat(b, c, axis=1)), axis=1, "
+         "sizes=[dim(b, 1), dim(c, 1)])[0], split(matmul(a, concat(b, c, axis=1)), axis=1, "
+         "sizes=[dim(b, 1), dim(c, 1)])[1])")
+
+
+class OpCount:
+    """A cost model for tests: one per operator, a tenth for split (so merges pay)."""
+
+    name, unit = "ops", "ops"
+
+    def cost(self, call: OpCall) -> float:
+        return 0.1 if call.op.name == "split" else 1.0
+
+    def prepare(self, calls: Iterable[OpCall]) -> None:
+        pass
+
+
+def _graph(weights: dict[str, tuple[int, ...]], inputs: dict[str, tuple[int, ...]], seed: int = 0
+           ) -> tuple[Graph, dict[str, Ref]]:
+    g = Graph("test")
+    rng = np.random.default_rng(seed)
+    refs = {n: g.add_input(n, TensorType(s, DType.FLOAT32)) for n, s in inputs.items()}
+    refs |= {n: g.add_weight(rng.standard_normal(s).astype(np.float32), n) for n, s in weights.items()}
+    return g, refs
+
+
+def _feeds(g: Graph, seed: int = 1) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {n.attrs.name: rng.standard_normal(n.attrs.type.shape).astype(np.float32) for n in g.inputs}
+
+
+def _same_outputs(a: Graph, b: Graph) -> None:
+    feeds = _feeds(a)
+    want, got = evaluate(a, feeds), evaluate(b, feeds)
+    assert want.keys() == got.keys()
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-4, atol=1e-4)
+
+
+def test_matcher_finds_a_multi_output_merge_and_honours_attributes():
+    g, r = _graph({"w1": (8, 4), "w2": (8, 6), "k1": (4, 3, 1, 1), "k2": (5, 3, 1, 1)},
+                  {"x": (2, 8), "img": (1, 3, 5, 5)})
+    (y1,) = g.add("matmul", [r["x"], r["w1"]])
+    (y2,) = g.add("matmul", [r["x"], r["w2"]])
+    (c1,) = g.add("conv2d", [r["img"], r["k1"]])
+    (c2,) = g.add("conv2d", [r["img"], r["k2"]], stride=(2, 2))
+    g.set_outputs([y1, y2, c1, c2])
+    found = Matcher([parse_rule(MERGE)]).matches(g)
+    assert [set(m.roots) for m in found] == [{y1, y2}]  # and not its mirror image as well
+    conv = ("(conv2d(a, b, stride=[?s, ?t]), conv2d(a, c, stride=[?s, ?t])) == (split(conv2d(a, concat(b, c, "
+            "axis=0), stride=[?s, ?t]), axis=1, sizes=[dim(b, 0), dim(c, 0)])[0], split(conv2d(a, concat(b, c, "
+            "axis=0), stride=[?s, ?t]), axis=1, sizes=[dim(b, 0), dim(c, 0)])[1])")
+    assert Matcher([parse_rule(conv)]).matches(g) == []  # the strides differ
+    where = parse_rule("matmul(a, b) == matmul(a, b) where dim(b, 1) == 6")
+    assert [m.roots for m in Matcher([where]).matches(g)] == [(y2,)]
+
+
+def test_applying_the_merge_builds_one_matmul_and_keeps_outputs():
+    g, r = _graph({"w1": (8, 4), "w2": (8, 6)}, {"x": (2, 8)})
+    (y1,) = g.add("matmul", [r["x"], r["w1"]])
+    (y2,) = g.add("matmul", [r["x"], r["w2"]])
+    (z,) = g.add("relu", [y2])
+    g.set_outputs([y1, z], ["y1", "z"])
+    rule = parse_rule(MERGE)
+    m = Matcher([rule]).matches(g)[0]
+    p = plan(g, rule, m, g.users())
+    assert p is not None and {g.nodes[n].op.name for n in p.dead} == {"matmul"}
+    new = apply(g, p)
+    assert sorted(n.op.name for n in new.nodes.values() if n.op.algebra) == ["concat", "matmul", "relu", "split"]
+    _same_outputs(g, new)
+
+
+def test_a_rewrite_that_would_create_a_cycle_is_refused():
+    g, r = _graph({"w": (4, 4)}, {"x": (4, 4)})
+    (y1,) = g.add("matmul", [r["x"], r["w"]])
+    (y2,) = g.add("matmul", [r["x"], y1])  # matches the merge with c = y1, a root of the same match
+    g.set_outputs([y2])
+    rule = parse_rule(MERGE)
+    found = Matcher([rule]).matches(g)
+    assert len(found) == 1 and plan(g, rule, found[0], g.users()) is None
+
+
+def _build(g: Graph, refs: dict[str, Ref], t: Term, inst: Instance, memo: dict) -> Ref:
+    """Graph nodes for a rule term on an instance's shapes."""
+    if isinstance(t, Var):
+        return refs[t.name]
+    if isinstance(t, Pick):
+        return _outputs(g, refs, t.term, inst, memo)[t.index]  # type: ignore[arg-type]
+    return _outputs(g, refs, t, inst, memo)[0]
+
+
+def _outputs(g: Graph, refs: dict[str, Ref], t: Apply, inst: Instance, memo: dict) -> tuple[Ref, ...]:
+    if t not in memo:
+        args = [_build(g, refs, a, inst, memo) for a in t.args]
+        memo[t] = g.add(t.op, args, attributes(t, inst, [g.type(a).known_shape for a in args]))
+    return memo[t]
+
+
+DEFAULT = load()
+
+
+@pytest.mark.parametrize("entry", list(DEFAULT), ids=lambda e: e.id)
+def test_every_shipped_rule_rewrites_a_graph_of_its_source_and_keeps_its_outputs(entry: Entry):
+    """Each direction, on shapes where both sides are defined (the verifier's shape instances do
+    not promise that: `dim(b, 1)` of a vector), rewrites and changes no output."""
+    for d in directed_rules(Library([entry])):
+        rule = d.rule
+        rewritten = 0
+        for inst in instances(rule, encode_rule(rule), 4, random.Random(0)):
+            g, refs = _graph({}, {v: tuple(s) for v, s in inst.shapes.items()})
+            try:
+                roots = [_build(g, refs, t, inst, {}) for t in rule.src]
+            except Undefined:
+                continue
+            g.set_outputs(roots, [f"out{i}" for i in range(len(roots))])
+            found = [m for m in Matcher([rule]).matches(g) if list(m.roots) == roots]
+            assert found, f"{d.entry_id} does not match its own source on {inst}"
+            p = plan(g, rule, found[0], g.users())
+            if p is not None:
+                _same_outputs(g, apply(g, p))
+                rewritten += 1
+        assert rewritten, f"{d.entry_id} ({'right to left' if d.reversed else 'left to right'}) never rewrote"
+
+
+def test_search_merges_two_parallel_matmuls_into_one():
+    g, r = _graph({"w1": (16, 8), "w2": (16, 8)}, {"x": (4, 16)})
+    outs = [g.add("matmul", [r["x"], r[w]])[0] for w in ("w1", "w2")]
+    g.set_outputs(outs, ["y1", "y2"])
+    best = search(g, [d.rule for d in directed_rules(DEFAULT)], OpCount(), Settings(budget=50))
+    ops = sorted(n.op.name for n in best.graph.nodes.values() if n.op.algebra)
+    assert ops == ["concat", "matmul", "split"] and best.cost == pytest.approx(1.1)
+    _same_outputs(g, best.graph)
+
+
+def test_search_merges_two_1x1_convs_into_one():
+    g, r = _graph({"k1": (4, 3, 1, 1), "k2": (6, 3, 1, 1)}, {"x": (1, 3, 8, 8)})
+    outs = [g.add("conv2d", [r["x"], r[k]], act="relu")[0] for k in ("k1", "k2")]
+    g.set_outputs(outs, ["y1", "y2"])
+    best = search(g, [d.rule for d in directed_rules(DEFAULT)], OpCount(), Settings(budget=50))
+    ops = sorted(n.op.name for n in best.graph.nodes.values() if n.op.algebra)
+    assert ops == ["concat", "conv2d", "split"] and best.cost == pytest.approx(1.1)
+    _same_outputs(g, best.graph)
+
+
+def test_search_is_deterministic_and_never_worse():
+    g, r = _graph({"w1": (16, 16), "w2": (16, 16), "w3": (16, 16)}, {"x": (4, 16)})
+    (a,) = g.add("matmul", [r["x"], r["w1"]])
+    (b,) = g.add("matmul", [a, r["w2"]])
+    (c,) = g.add("matmul", [r["x"], r["w3"]])
+    (s,) = g.add("add", [b, c])
+    g.set_outputs([s], ["y"])
+    rules = [d.rule for d in directed_rules(DEFAULT)]
+    runs = [search(g, rules, Roofline(), Settings(budget=30, seed=3)) for _ in range(2)]
+    assert runs[0].applied == runs[1].applied and runs[0].cost == runs[1].cost
+    assert runs[0].cost <= graph_cost(g, Roofline())
+    _same_outputs(g, runs[0].graph)
+
+
+@st.composite
+def small_graphs(draw: st.DrawFn) -> Graph:
+    g, r = _graph({"w1": (6, 6), "w2": (6, 6)}, {"x": (3, 6), "y": (3, 6)}, seed=draw(st.integers(0, 9)))
+    pool = [r["x"], r["y"]]
+    for _ in range(draw(st.integers(1, 6))):
+        op = draw(st.sampled_from(("add", "mul", "matmul", "relu", "concat", "transpose2")))
+        a = draw(st.sampled_from(pool))
+        if op == "relu":
+            pool.append(g.add("relu", [a])[0])
+        elif op == "matmul":
+            pool.append(g.add("matmul", [a, r[draw(st.sampled_from(("w1", "w2")))]])[0])
+        elif op == "transpose2":
+            (t,) = g.add("transpose", [a], perm=(1, 0))
+            pool.append(g.add("transpose", [t], perm=(1, 0))[0])
+        elif op == "concat":
+            (c,) = g.add("concat", [a, draw(st.sampled_from(pool))], axis=1)
+            pool.append(g.add("matmul", [c, g.add_weight(np.ones((12, 6), np.float32) * 0.1)])[0])
+        else:
+            pool.append(g.add(op, [a, draw(st.sampled_from(pool))])[0])
+    outs = list(dict.fromkeys(pool[2:][-2:]))
+    g.set_outputs(outs, [f"o{i}" for i in range(len(outs))])
+    return g
+
+
+RULES = [d.rule for d in directed_rules(DEFAULT)]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_graphs())
+def test_optimizing_random_graphs_never_changes_their_outputs(g: Graph):
+    best = search(g, RULES, OpCount(), Settings(budget=8, timeout=5))
+    assert best.cost <= graph_cost(g, OpCount())
+    _same_outputs(g, best.graph)
+
+
+# ---- the command ------------------------------------------------------------------------------
+
+def _two_matmuls(path: Path, opset: int = 17) -> Path:
+    rng = np.random.default_rng(0)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 64])
+    outs = [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [16, 64]) for i in range(2)]
+    ws = [numpy_helper.from_array(rng.standard_normal((64, 64)).astype(np.float32), f"W{i}") for i in range(2)]
+    nodes = [helper.make_node("MatMul", ["x", f"W{i}"], [f"y{i}"]) for i in range(2)]
+    graph = helper.make_graph(nodes, "two", [x], outs, ws)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), path)
+    return path
+
+
+def _taso(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*TASO, *args], capture_output=True, text=True, check=False, env=env)
+
+
+def test_optimize_writes_a_checked_model_and_a_json_report(tmp_path: Path):
+    model = _two_matmuls(tmp_path / "m.onnx")
+    before = model.read_bytes()
+    result = _taso("optimize", str(model), "--cost", "analytical", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    out = Path(report["output"])
+    assert out == tmp_path / "m.taso.onnx" and out.exists() and model.read_bytes() == before
+    assert report["check"]["ok"] and report["cost"]["optimized"] <= report["cost"]["original"]
+    assert {"expanded", "seconds", "stopped"} <= report["search"].keys()
+    written = onnx.load(out)
+    onnx.checker.check_model(written, full_check=True)
+    assert [i.name for i in written.graph.input] == ["x"] and [o.name for o in written.graph.output] == ["y0", "y1"]
+    assert written.opset_import[0].version == 17
+
+
+def test_optimize_refuses_a_model_a_wrong_rule_would_break(tmp_path: Path):
+    """A false rule smuggled into a library as PROVED: the ORT check stops it, nothing is written."""
+    a, b = (helper.make_tensor_value_info(n, TensorProto.FLOAT, [8, 8]) for n in "ab")
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 8])
+    nodes = [helper.make_node("Relu", ["a"], ["ra"]), helper.make_node("Relu", ["b"], ["rb"]),
+             helper.make_node("Add", ["ra", "rb"], ["y"])]
+    model = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(helper.make_graph(nodes, "g", [a, b], [y]),
+                                opset_imports=[helper.make_opsetid("", 17)]), model)
+    wrong = Entry(parse_rule("relu(add(a, b)) == add(relu(a), relu(b))"), {"status": "PROVED"})
+    lib = tmp_path / "wrong.json"
+    Library([wrong], DEFAULT.generator, DEFAULT.axioms).save(lib)
+    result = _taso("optimize", str(model), "--library", str(lib), "--cost", "analytical")
+    assert result.returncode == 1, result.stderr
+    assert "differs from the original" in result.stderr and not (tmp_path / "m.taso.onnx").exists()
+
+
+def test_optimize_bad_input_is_one_line_and_exit_2(tmp_path: Path):
+    model = _two_matmuls(tmp_path / "m.onnx")
+    corrupt = tmp_path / "bad.json"
+    corrupt.write_text("{not json")
+    cases = [("optimize", str(tmp_path / "missing.onnx")),
+             ("optimize", str(model), "--library", str(corrupt)),
+             ("optimize", str(model), "--library", str(tmp_path / "nope.json")),
+             ("optimize", str(model), "-o", str(model))]
+    for args in cases:
+        result = _taso(*args, "--cost", "analytical")
+        assert result.returncode == 2, (args, result.stderr)
+        assert result.stderr.startswith("taso: error:") and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_rules_of_one_direction_are_used_where_they_bind_every_variable():
+    lib = Library([Entry(parse_rule("split(concat(a, b, axis=0), axis=0, sizes=[dim(a, 0), dim(b, 0)])[0] == a"),
+                         {"status": "PROVED"}),
+                   Entry(parse_rule("relu(relu(a)) == relu(a)"), {"status": "UNKNOWN"})],
+                  DEFAULT.generator, DEFAULT.axioms)
+    rules = directed_rules(lib)
+    assert [(d.reversed, isinstance(d.rule.src[0], Var)) for d in rules] == [(False, False)]
+    assert all(isinstance(d.rule, Rule) for d in rules)
+
+
+@pytest.mark.parametrize("text", IDENTITIES)
+def test_split_flattening_is_proved(text: str):
+    assert prove(parse_rule(text)).status == "PROVED"
+
+
+def test_nested_splits_become_one_and_keep_outputs():
+    g, r = _graph({}, {"x": (2, 10)})
+    a, b = g.add("split", [r["x"]], axis=1, sizes=(4, 6))
+    c, d = g.add("split", [b], axis=1, sizes=(1, 5))
+    e, f = g.add("split", [a], axis=1, sizes=(3, 1))
+    g.set_outputs([e, f, c, d], ["e", "f", "c", "d"])
+    before = g.copy()
+    assert flatten_splits(g) == 2
+    splits = [n for n in g.nodes.values() if n.op.name == "split"]
+    assert len(splits) == 1 and splits[0].attrs.sizes == (3, 1, 1, 5)
+    _same_outputs(before, g)
+
+
+def test_search_merges_eight_matmuls_sharing_an_input_into_one_wide_split():
+    g, r = _graph({f"w{i}": (16, 8) for i in range(8)}, {"x": (4, 16)})
+    outs = [g.add("relu", [g.add("matmul", [r["x"], r[f"w{i}"]])[0]])[0] for i in range(8)]
+    g.set_outputs(outs, [f"y{i}" for i in range(8)])
+    best = search(g, RULES, OpCount(), Settings(budget=200))
+    counts = {op: sum(n.op.name == op for n in best.graph.nodes.values()) for op in ("matmul", "split")}
+    assert counts == {"matmul": 1, "split": 1}
+    _same_outputs(g, best.graph)
