@@ -2,7 +2,8 @@
 
 Every proved rule of the library is used in both directions where the direction binds all of
 its variables (`a` on the left of `split(concat(a, b))[0] == a` cannot be invented going right to
-left). Only PROVED rules are ever used. Weight-only subgraphs that rewrites create (stacked
+left). Only PROVED rules are ever used. Batch norms after convolutions are folded into them first,
+as ONNX Runtime would (`graph.normalize`). Weight-only subgraphs that rewrites create (stacked
 kernels, concatenated matrices) are folded into weights before the model is written.
 """
 
@@ -17,6 +18,7 @@ from taso_py.cost.analytical import Roofline
 from taso_py.cost.measured import Measured
 from taso_py.cost.model import CostModel, costs_by_op, prepare_graph
 from taso_py.graph.fold import fold_constants
+from taso_py.graph.normalize import fold_batchnorm
 from taso_py.library.store import Library
 from taso_py.library.terms import Rule, Var, term_names
 from taso_py.onnx_io import OnnxModel
@@ -58,6 +60,7 @@ class Optimized:
     rules: list[Directed]
     before: dict[str, tuple[int, float]]
     after: dict[str, tuple[int, float]]
+    batchnorms_folded: int
 
     def applied(self) -> list[dict[str, Any]]:
         """The rules on the way to the best graph, with how often each was applied."""
@@ -70,6 +73,7 @@ def optimize(model: OnnxModel, library: Library, model_cost: CostModel, settings
              progress: Callable[[int, float], None] | None = None) -> Optimized:
     rules = directed_rules(library)
     graph = model.graph.copy()
+    folded = fold_batchnorm(graph)
     prepare_graph(graph, model_cost)
     outcome = search(graph, [d.rule for d in rules], model_cost, settings, progress)
     best = outcome.graph.copy()
@@ -78,4 +82,4 @@ def optimize(model: OnnxModel, library: Library, model_cost: CostModel, settings
     if isinstance(model_cost, Measured):
         model_cost.save()
     return Optimized(OnnxModel(best, model.origin, model.source, model.notes), outcome, rules,
-                     costs_by_op(model.graph, model_cost), costs_by_op(best, model_cost))
+                     costs_by_op(model.graph, model_cost), costs_by_op(best, model_cost), folded)

@@ -20,7 +20,7 @@ from taso_py.cost.analytical import Roofline
 from taso_py.cost.model import OpCall, graph_cost
 from taso_py.graph import evaluate
 from taso_py.graph.ir import Graph, Ref
-from taso_py.graph.normalize import IDENTITIES, flatten_splits
+from taso_py.graph.normalize import IDENTITIES, flatten_splits, fold_batchnorm
 from taso_py.library.instances import Instance, Undefined, attributes
 from taso_py.library.store import Entry, Library, load
 from taso_py.library.syntax import parse_rule
@@ -328,3 +328,16 @@ def test_search_merges_eight_matmuls_sharing_an_input_into_one_wide_split():
     counts = {op: sum(n.op.name == op for n in best.graph.nodes.values()) for op in ("matmul", "split")}
     assert counts == {"matmul": 1, "split": 1}
     _same_outputs(g, best.graph)
+
+
+def test_batchnorm_after_a_convolution_folds_into_it():
+    g, r = _graph({"k": (4, 3, 3, 3), "s": (4,), "b": (4,), "m": (4,)}, {"x": (1, 3, 6, 6)})
+    var = g.add_weight(np.linspace(0.5, 2.0, 4).astype(np.float32), "v")
+    (c,) = g.add("conv2d", [r["x"], r["k"]], pad=(1, 1, 1, 1))
+    (y,) = g.add("batchnorm", [c, r["s"], r["b"], r["m"], var], epsilon=1e-5)
+    (z,) = g.add("relu", [y])
+    g.set_outputs([z], ["z"])
+    before = g.copy()
+    assert fold_batchnorm(g) == 1
+    assert sorted(n.op.name for n in g.nodes.values() if n.op.algebra) == ["conv2d", "relu"]
+    _same_outputs(before, g)

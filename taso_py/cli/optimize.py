@@ -80,7 +80,9 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
         o = result.outcome
         gain = o.original_cost / o.cost if o.cost else 1.0
         check = f"; ORT check: max rel error {checks[0].max_rel:.2g}" if checks else "; not checked"
-        console.print(f"cost {o.original_cost:.4g} → {o.cost:.4g} {pricing.unit} ({gain:.3f}x) with "
+        folded = (f" ({result.batchnorms_folded} batch norms folded into convolutions first, as ORT does)"
+                  if result.batchnorms_folded else "")
+        console.print(f"search cost{folded} {o.original_cost:.4g} → {o.cost:.4g} {pricing.unit} ({gain:.3f}x) with "
                       f"{len(o.applied)} rewrites; {o.expanded} graphs expanded in {o.seconds:.1f} s "
                       f"({o.stopped}){check}\nwrote {target}", highlight=False)
 
@@ -105,7 +107,7 @@ def _report(model: Path, target: Path, result: Optimized, pricing: CostModel, ch
         "input": str(model), "output": str(target),
         "cost": {"model": pricing.name, "unit": pricing.unit, "original": o.original_cost, "optimized": o.cost,
                  "speedup": o.original_cost / o.cost if o.cost else 1.0},
-        "rules_applied": result.applied(),
+        "rules_applied": result.applied(), "batchnorms_folded": result.batchnorms_folded,
         "search": {"expanded": o.expanded, "generated": o.generated, "matches_priced": o.matches,
                    "seconds": round(o.seconds, 3), "stopped": o.stopped, "rules": len(result.rules)},
         "operators": {"before": {k: v[0] for k, v in result.before.items()},

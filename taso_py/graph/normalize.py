@@ -1,4 +1,13 @@
-"""Nested splits become one split: the form merges of many operators need to pay off.
+"""Normal forms the optimizer works on: batch norm folded into convolutions, nested splits flattened.
+
+`fold_batchnorm` is what ONNX Runtime does when it loads a model: an inference batch norm right
+after a convolution with constant weights becomes part of the convolution's weights and bias.
+Doing it first keeps the cost model honest: priced apart, a batch norm looks like a separate
+operator that a merge of convolutions leaves in place, while in ORT it costs nothing until a
+rewrite puts something between it and its convolution. The equivalence check of `taso
+optimize` covers the arithmetic (it changes the weights, not the math).
+
+Nested splits become one split: the form merges of many operators need to pay off.
 
 The library's merge rules split a merged result in two. Merging eight matmuls that share an
 input, two at a time, therefore leaves a tree of seven two-way splits, each a copy in ONNX
@@ -8,6 +17,8 @@ another split, along the same axis, into a single split. Each step is an instanc
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from taso_py.graph.ir import Graph, Ref
 
@@ -55,3 +66,32 @@ def flatten_splits(graph: Graph) -> int:
             changed = True
             break
     return merged
+
+
+def fold_batchnorm(graph: Graph) -> int:
+    """Fold each batch norm that alone reads a convolution (no fused activation, constant weights)
+    into that convolution's weights and bias; returns how many."""
+    folded = 0
+    users = graph.users()
+    for bn in [n for n in graph.topo_order() if n.op.name == "batchnorm"]:
+        source = bn.inputs[0]
+        conv = graph.nodes[source.node]
+        params = [graph.weight(r) for r in bn.inputs[1:]]
+        weights = [graph.weight(r) for r in conv.inputs[1:]]
+        if (conv.op.name != "conv2d" or conv.attrs.act != "none" or len(users[conv.id]) != 1
+                or source in graph.outputs or any(v is None for v in (*params, *weights))):
+            continue
+        scale, bias, mean, var = (np.asarray(v, np.float64) for v in params)
+        factor = scale / np.sqrt(var + bn.attrs.epsilon)
+        w = np.asarray(weights[0], np.float64)
+        b = np.asarray(weights[1], np.float64) if len(weights) > 1 else np.zeros(w.shape[0])
+        dtype = weights[0].dtype
+        new_w = graph.add_weight((w * factor.reshape(-1, 1, 1, 1)).astype(dtype))
+        new_b = graph.add_weight(((b - mean) * factor + bias).astype(dtype))
+        (out,) = graph.add("conv2d", [conv.inputs[0], new_w, new_b], conv.attrs)
+        graph.replace_uses(bn.outputs[0], out)
+        graph.remove(bn.id)
+        graph.remove(conv.id)
+        folded += 1
+    graph.remove_unused()
+    return folded
