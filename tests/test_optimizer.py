@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import random
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
+from benchmarks import models
 from taso_py.cost.analytical import Roofline
 from taso_py.cost.model import OpCall, graph_cost
 from taso_py.graph import evaluate
@@ -27,9 +30,12 @@ from taso_py.library.syntax import parse_rule
 from taso_py.library.terms import Apply, Pick, Rule, Term, Var
 from taso_py.match.matcher import Matcher
 from taso_py.match.rewrite import apply, plan
-from taso_py.optimizer import directed_rules
+from taso_py.onnx_io import load_model, to_onnx
+from taso_py.optimizer import directed_rules, optimize
+from taso_py.runtime import compare_models, random_feeds
 from taso_py.search.backtracking import Settings, search
 from taso_py.types import DType, TensorType
+from tests import corpus
 from verifier.encoding import encode_rule
 from verifier.prover import prove
 from verifier.refuter import instances
@@ -341,3 +347,43 @@ def test_batchnorm_after_a_convolution_folds_into_it():
     assert fold_batchnorm(g) == 1
     assert sorted(n.op.name for n in g.nodes.values() if n.op.algebra) == ["conv2d", "relu"]
     _same_outputs(before, g)
+
+
+def _optimize_and_compare(source: onnx.ModelProto | Path, input_shapes: dict | None, feeds: dict) -> None:
+    imported = load_model(source, input_shapes)
+    result = optimize(imported, DEFAULT, Roofline(), Settings(budget=40, timeout=5))
+    comparison = compare_models(source, to_onnx(result.model), feeds)
+    assert comparison.ok, comparison
+
+
+@pytest.mark.parametrize("name", models.names())
+def test_every_small_suite_model_optimizes_to_the_same_outputs(name: str):
+    model = models.build(name, "small")
+    imported = load_model(model)
+    _optimize_and_compare(model, None, random_feeds(imported.graph))
+
+
+@pytest.mark.parametrize("entry", corpus.CORPUS, ids=lambda e: e.name)
+def test_every_corpus_model_optimizes_to_the_same_outputs(entry: corpus.CorpusModel, tmp_path: Path):
+    """Models written by other tools (opaque nodes, subgraphs, old opsets) come through unharmed."""
+    if entry.needs_torch:
+        pytest.importorskip("torch")
+    source: onnx.ModelProto | Path = entry.build()
+    if entry.external_data:
+        path = tmp_path / "model.onnx"
+        corpus.save(source, path, external_data=True)
+        source = path
+    _optimize_and_compare(source, entry.input_shapes, corpus.random_feeds(entry.build(), entry.input_shapes))
+
+
+def test_an_interrupted_optimize_writes_nothing(tmp_path: Path):
+    model = tmp_path / "nasrnn.onnx"
+    onnx.save(models.build("nasrnn", "small"), model)
+    proc = subprocess.Popen([*TASO, "optimize", str(model), "--cost", "analytical", "--alpha", "2", "--budget",
+                             "100000", "--timeout", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(6)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "taso: error: interrupted"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nasrnn.onnx"]
