@@ -77,6 +77,16 @@ def task_test(pairs: list[tuple[Graph, Graph]], worlds: dict[str, World], seed: 
     return out
 
 
+def task_prune(texts: list[str]) -> list[str]:
+    """TASO's syntactic pruning of each candidate: "common-subgraph", "product" or "kept"."""
+    out = []
+    for text in texts:
+        rule = parse_rule(text)
+        out.append("common-subgraph" if cand.has_common_subgraph(rule) else "product" if cand.is_product(rule)
+                   else "kept")
+    return out
+
+
 def task_prove(texts: list[str], timeout: float, seed: int) -> list[dict[str, Any]]:
     return [prove(parse_rule(t), timeout, seed=seed).to_json() for t in texts]
 
@@ -187,10 +197,12 @@ def generate(settings: Settings, executor: Executor, checkpoint: Checkpoint, pro
     for text, world, shapes, size in passed:
         unique.setdefault(text, (world, shapes, size))
     report.counts["renaming"] = len(unique)
-    parsed = {k: parse_rule(k) for k in unique}
-    kept = {k: v for k, v in unique.items() if not cand.has_common_subgraph(parsed[k])}
-    report.counts["common-subgraph"] = len(kept)
-    kept = {k: v for k, v in kept.items() if not cand.is_product(parsed[k])}
+    texts = list(unique)
+    advance = progress("prune", len(texts))
+    verdicts = [v for vs in _run(executor, task_prune, [(c,) for c in _chunks(texts, 2000)], advance,
+                                 lambda task: len(task[0])) for v in vs]
+    report.counts["common-subgraph"] = sum(v != "common-subgraph" for v in verdicts)
+    kept = {k: unique[k] for k, v in zip(texts, verdicts) if v == "kept"}
     stage("products", t, len(kept))
 
     # 4. verify and generalize in waves of growing size: a candidate that the rules kept so far
