@@ -75,7 +75,7 @@ def run_model(name: str, size: str, runs: int, work: Path) -> dict[str, Any]:
         "expanded": o.expanded, "stopped": o.stopped,
         "cost_before_ms": o.original_cost, "cost_after_ms": o.cost,
         "predicted_speedup": o.original_cost / o.cost if o.cost else 1.0,
-        "rules_applied": result.applied(), "check": check.to_json(),
+        "rules_applied": result.applied(), "rejected": result.rejected(), "check": check.to_json(),
     }
     for threads in THREADS:
         before, after = latency(original, optimized, feeds, threads, runs)

@@ -2,8 +2,8 @@
 
 Every proved rule of the library is used in both directions where the direction binds all of
 its variables (`a` on the left of `split(concat(a, b))[0] == a` cannot be invented going right to
-left). Only PROVED rules are ever used. Batch norms after convolutions are folded into them first,
-as ONNX Runtime would (`graph.normalize`). Weight-only subgraphs that rewrites create (stacked
+left). Only PROVED rules are ever used. Batch norms and activations after convolutions are fused into
+them first, as ONNX Runtime would (`graph.normalize`). Weight-only subgraphs that rewrites create (stacked
 kernels, concatenated matrices) are folded into weights before the model is written.
 """
 
@@ -18,7 +18,7 @@ from taso_py.cost.analytical import Roofline
 from taso_py.cost.measured import Measured
 from taso_py.cost.model import CostModel, costs_by_op, prepare_graph
 from taso_py.graph.fold import fold_constants
-from taso_py.graph.normalize import fold_batchnorm
+from taso_py.graph.normalize import fold_batchnorm, fuse_activations
 from taso_py.library.store import Library
 from taso_py.library.terms import Rule, Var, term_names
 from taso_py.onnx_io import OnnxModel
@@ -62,6 +62,17 @@ class Optimized:
     after: dict[str, tuple[int, float]]
     batchnorms_folded: int
 
+    def rejected(self, count: int = 5) -> list[dict[str, Any]]:
+        """The cheapest rewrites of the input graph that would not pay, one per rule: why a model
+        that gains nothing gains nothing."""
+        out: dict[str, dict[str, Any]] = {}
+        for price, i in self.outcome.rejected:
+            d = self.rules[i]
+            if d.entry_id not in out and len(out) < count:
+                out[d.entry_id] = {"id": d.entry_id, "cost_added": price, "text": d.text,
+                                   "direction": "right-to-left" if d.reversed else "left-to-right"}
+        return list(out.values())
+
     def applied(self) -> list[dict[str, Any]]:
         """The rules on the way to the best graph, with how often each was applied."""
         counts = Counter(self.outcome.applied)
@@ -74,6 +85,7 @@ def optimize(model: OnnxModel, library: Library, model_cost: CostModel, settings
     rules = directed_rules(library)
     graph = model.graph.copy()
     folded = fold_batchnorm(graph)
+    fuse_activations(graph)
     prepare_graph(graph, model_cost)
     outcome = search(graph, [d.rule for d in rules], model_cost, settings, progress)
     best = outcome.graph.copy()

@@ -23,7 +23,7 @@ from taso_py.cost.analytical import Roofline
 from taso_py.cost.model import OpCall, graph_cost
 from taso_py.graph import evaluate
 from taso_py.graph.ir import Graph, Ref
-from taso_py.graph.normalize import IDENTITIES, flatten_splits, fold_batchnorm
+from taso_py.graph.normalize import IDENTITIES, flatten_splits, fold_batchnorm, fuse_activations
 from taso_py.library.instances import Instance, Undefined, attributes
 from taso_py.library.store import Entry, Library, load
 from taso_py.library.syntax import parse_rule
@@ -261,6 +261,7 @@ def test_optimize_writes_a_checked_model_and_a_json_report(tmp_path: Path):
     assert out == tmp_path / "m.taso.onnx" and out.exists() and model.read_bytes() == before
     assert report["check"]["ok"] and report["cost"]["optimized"] <= report["cost"]["original"]
     assert {"expanded", "seconds", "stopped"} <= report["search"].keys()
+    assert all(r["cost_added"] >= 0 and r["id"].startswith("r") for r in report["rejected"])
     written = onnx.load(out)
     onnx.checker.check_model(written, full_check=True)
     assert [i.name for i in written.graph.input] == ["x"] and [o.name for o in written.graph.output] == ["y0", "y1"]
@@ -387,3 +388,17 @@ def test_an_interrupted_optimize_writes_nothing(tmp_path: Path):
     assert proc.returncode == 130, err
     assert err.strip().splitlines()[-1] == "taso: error: interrupted"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["nasrnn.onnx"]
+
+
+def test_an_activation_after_a_convolution_fuses_into_it():
+    g, r = _graph({"k": (4, 3, 3, 3), "k2": (4, 3, 1, 1)}, {"x": (1, 3, 6, 6)})
+    (c,) = g.add("conv2d", [r["x"], r["k"]], pad=(1, 1, 1, 1))
+    (y,) = g.add("relu", [c])
+    (c2,) = g.add("conv2d", [r["x"], r["k2"]])
+    (t,) = g.add("tanh", [c2])
+    (u,) = g.add("relu", [c2])  # c2 has two readers: nothing to fuse
+    g.set_outputs([y, t, u], ["y", "t", "u"])
+    before = g.copy()
+    assert fuse_activations(g) == 1
+    assert sorted(n.attrs.act for n in g.nodes.values() if n.op.name == "conv2d") == ["none", "relu"]
+    _same_outputs(before, g)

@@ -108,6 +108,7 @@ def _report(model: Path, target: Path, result: Optimized, pricing: CostModel, ch
         "cost": {"model": pricing.name, "unit": pricing.unit, "original": o.original_cost, "optimized": o.cost,
                  "speedup": o.original_cost / o.cost if o.cost else 1.0},
         "rules_applied": result.applied(), "batchnorms_folded": result.batchnorms_folded,
+        "rejected": result.rejected(),
         "search": {"expanded": o.expanded, "generated": o.generated, "matches_priced": o.matches,
                    "seconds": round(o.seconds, 3), "stopped": o.stopped, "rules": len(result.rules)},
         "operators": {"before": {k: v[0] for k, v in result.before.items()},

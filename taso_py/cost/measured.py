@@ -32,9 +32,9 @@ from taso_py.onnx_io import OnnxModel, OnnxOrigin, to_onnx
 from taso_py.runtime import session
 from taso_py.types import DType, TensorType
 
-WARMUP = 3
-MIN_RUNS = 15
-MIN_SECONDS = 0.02
+WARMUP = 2
+MIN_RUNS = 5  # slow operators: five runs are enough for a median, and keep large models quick
+MIN_SECONDS = 0.05  # fast operators: as many runs as fit
 FLOOR_MS = 1e-4
 
 

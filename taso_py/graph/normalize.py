@@ -7,6 +7,12 @@ operator that a merge of convolutions leaves in place, while in ORT it costs not
 rewrite puts something between it and its convolution. The equivalence check of `taso
 optimize` covers the arithmetic (it changes the weights, not the math).
 
+`fuse_activations` is ORT's other load-time fusion: a relu, sigmoid or tanh that alone reads a
+convolution becomes its `act`. Priced apart, the activation looks like an operator a rewrite may
+move or merge (`concat(relu(a), relu(b))` → `relu(concat(a, b))`), which in ORT trades a free
+fused activation for a real one. Both are identities of the operator table's own definitions
+(`conv2d(..., act=relu)` is relu of the convolution), and the equivalence check covers them.
+
 Nested splits become one split: the form merges of many operators need to pay off.
 
 The library's merge rules split a merged result in two. Merging eight matmuls that share an
@@ -18,9 +24,12 @@ another split, along the same axis, into a single split. Each step is an instanc
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from taso_py.graph.ir import Graph, Ref
+from taso_py.ops.elementwise import ACTIVATIONS
 
 IDENTITIES = (
     "split(split(x, axis=?k, sizes=[?p, ?q + ?r])[1], axis=?k, sizes=[?q, ?r])[0] == "
@@ -95,3 +104,21 @@ def fold_batchnorm(graph: Graph) -> int:
         folded += 1
     graph.remove_unused()
     return folded
+
+
+def fuse_activations(graph: Graph) -> int:
+    """Make each activation that alone reads a convolution without one that convolution's `act`."""
+    fused = 0
+    users = graph.users()
+    for act in [n for n in graph.topo_order() if n.op.name in ACTIVATIONS]:
+        source = act.inputs[0]
+        conv = graph.nodes.get(source.node)
+        if (conv is None or conv.op.name != "conv2d" or conv.attrs.act != "none" or len(users[conv.id]) != 1
+                or source in graph.outputs):
+            continue
+        (out,) = graph.add("conv2d", list(conv.inputs), dataclasses.replace(conv.attrs, act=act.op.name))
+        graph.replace_uses(act.outputs[0], out)
+        graph.remove(act.id)
+        graph.remove(conv.id)
+        fused += 1
+    return fused

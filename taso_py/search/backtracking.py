@@ -54,6 +54,8 @@ class Outcome:
     stopped: str = "exhausted"  # exhausted | budget | timeout
     matches: int = 0
     history: list[tuple[float, float]] = field(default_factory=list)  # (seconds, best cost)
+    # the input graph's rewrites that do not pay, cheapest first: (cost added, rule index)
+    rejected: list[tuple[float, int]] = field(default_factory=list)
 
 
 def search(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: Settings | None = None,
@@ -94,6 +96,8 @@ def search(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: Sett
         for child in planner.plans(g, users):
             best.matches += 1
             price, change = _delta(g, child, model, const, users)
+            if p is None and price >= 0:
+                best.rejected.append((price, child.match.rule))
             new_cost, new_sig = cost + price, (sig + change) & _MASK
             if new_cost < settings.alpha * best.cost and new_sig not in seen:
                 seen.add(new_sig)
@@ -103,6 +107,7 @@ def search(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: Sett
         if progress is not None:
             progress(best.expanded, best.cost)
     best.seconds = time.perf_counter() - started
+    best.rejected = sorted(set(best.rejected))
     return best
 
 
