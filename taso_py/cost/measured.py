@@ -26,6 +26,7 @@ import numpy as np
 import onnx
 
 from taso_py.atomic import write_json
+from taso_py.cost.analytical import Roofline
 from taso_py.cost.model import OpCall
 from taso_py.graph.ir import Graph
 from taso_py.onnx_io import OnnxModel, OnnxOrigin, to_onnx
@@ -35,6 +36,7 @@ from taso_py.types import DType, TensorType
 WARMUP = 2
 MIN_RUNS = 5  # slow operators: five runs are enough for a median, and keep large models quick
 MIN_SECONDS = 0.05  # fast operators: as many runs as fit
+HUGE = 1 << 27  # elements: a tensor this large (512 MiB of floats) is priced by the roofline instead
 FLOOR_MS = 1e-4
 
 
@@ -88,6 +90,9 @@ class Measured:
         if known is not None:
             return known
         key = call.key
+        if max(t.size for t in (*call.inputs, *call.outputs)) > HUGE:
+            # only hopeless rewrites make these (`matmul(a, const_imm(n=25088))`): not worth gigabytes
+            return Roofline().cost(call)
         if key not in self.times:
             started = time.perf_counter()
             self.times[key] = max(self._time(*_single(call, self.opset)) - self.overhead, FLOOR_MS)
