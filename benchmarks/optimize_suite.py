@@ -28,6 +28,7 @@ import onnx
 
 from benchmarks.models import MODELS, build
 from taso_py.atomic import write_json, write_text
+from taso_py.cost.analytical import Roofline
 from taso_py.cost.measured import Measured
 from taso_py.library.store import load as load_library
 from taso_py.onnx_io import load_model, save_model
@@ -54,12 +55,12 @@ def latency(original: Path, optimized: Path, feeds: dict[str, np.ndarray], threa
     return statistics.median(samples[0]), statistics.median(samples[1])
 
 
-def run_model(name: str, size: str, runs: int, work: Path) -> dict[str, Any]:
+def run_model(name: str, size: str, runs: int, work: Path, cost: str = "measured") -> dict[str, Any]:
     original = work / f"{name}.onnx"
     onnx.save(build(name, size), original)
     imported = load_model(original)
     library = load_library()
-    pricing = Measured(threads=max(THREADS), opset=imported.opset)
+    pricing = Measured(threads=max(THREADS), opset=imported.opset) if cost == "measured" else Roofline()
     started = time.perf_counter()
     result = optimize(imported, library, pricing, Settings())
     wall = time.perf_counter() - started
@@ -71,7 +72,8 @@ def run_model(name: str, size: str, runs: int, work: Path) -> dict[str, Any]:
     row: dict[str, Any] = {
         "model": name, "size": size, "nodes": len(imported.graph),
         "search_seconds": round(o.seconds, 2), "optimize_seconds": round(wall, 2),
-        "measuring_seconds": round(pricing.seconds, 2), "ops_measured": pricing.measured,
+        "cost_model": pricing.name, "measuring_seconds": round(getattr(pricing, "seconds", 0.0), 2),
+        "ops_measured": getattr(pricing, "measured", 0),
         "expanded": o.expanded, "stopped": o.stopped,
         "cost_before_ms": o.original_cost, "cost_after_ms": o.cost,
         "predicted_speedup": o.original_cost / o.cost if o.cost else 1.0,
@@ -124,6 +126,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", choices=("full", "small"), default="full")
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated suite models")
     parser.add_argument("--runs", type=int, default=30, help="timed runs of each model (>= 20 for the README)")
+    parser.add_argument("--cost", choices=("measured", "analytical"), default="measured",
+                        help="the search's cost model")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="output directory")
     args = parser.parse_args(argv)
     names = [n for n in args.models.split(",") if n]
@@ -135,13 +139,13 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             print(f"{name} ...", file=sys.stderr, flush=True)
-            rows.append(run_model(name, args.size, args.runs, Path(tmp)))
+            rows.append(run_model(name, args.size, args.runs, Path(tmp), args.cost))
     text = table(rows)
     print(text)
     write_text(args.out / "optimize_suite.md", text + "\n")
     write_json(args.out / "optimize_suite.json", {
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
-        "size": args.size, "runs": args.runs, "rows": rows})
+        "size": args.size, "runs": args.runs, "cost_model": args.cost, "rows": rows})
     plot(rows, args.out / "optimize_suite.png")
 
 
