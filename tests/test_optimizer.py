@@ -402,3 +402,18 @@ def test_an_activation_after_a_convolution_fuses_into_it():
     assert fuse_activations(g) == 1
     assert sorted(n.attrs.act for n in g.nodes.values() if n.op.name == "conv2d") == ["none", "relu"]
     _same_outputs(before, g)
+
+
+def test_an_output_that_becomes_a_graph_input_still_exports(tmp_path: Path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5])
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]), helper.make_node("Transpose", ["t"], ["y"],
+                                                                                         perm=[1, 0])]
+    model = tmp_path / "tt.onnx"
+    onnx.save(helper.make_model(helper.make_graph(nodes, "tt", [x], [y]), opset_imports=[helper.make_opsetid("", 17)]),
+              model)
+    result = _taso("optimize", str(model), "--cost", "analytical", "--json")
+    assert result.returncode == 0, result.stderr
+    written = onnx.load(tmp_path / "tt.taso.onnx")
+    assert [n.op_type for n in written.graph.node] == ["Identity"]
+    assert [o.name for o in written.graph.output] == ["y"]
