@@ -165,23 +165,18 @@ def test_every_shipped_rule_rewrites_a_graph_of_its_source_and_keeps_its_outputs
         assert rewritten, f"{d.entry_id} ({'right to left' if d.reversed else 'left to right'}) never rewrote"
 
 
-def test_search_merges_two_parallel_matmuls_into_one():
-    g, r = _graph({"w1": (16, 8), "w2": (16, 8)}, {"x": (4, 16)})
-    outs = [g.add("matmul", [r["x"], r[w]])[0] for w in ("w1", "w2")]
+@pytest.mark.parametrize(("op", "k1", "k2", "x"), [
+    ("matmul", (16, 8), (16, 10), (4, 16)),  # two parallel matmuls → one
+    ("conv2d", (4, 3, 1, 1), (6, 3, 1, 1), (1, 3, 8, 8)),  # two 1x1 convs (with relu) → one
+])
+def test_search_finds_the_known_best_graph(op: str, k1: tuple, k2: tuple, x: tuple):
+    g, r = _graph({"k1": k1, "k2": k2}, {"x": x})
+    attrs = {"act": "relu"} if op == "conv2d" else {}
+    outs = [g.add(op, [r["x"], r[k]], **attrs)[0] for k in ("k1", "k2")]
     g.set_outputs(outs, ["y1", "y2"])
-    best = search(g, [d.rule for d in directed_rules(DEFAULT)], OpCount(), Settings(budget=50))
+    best = search(g, RULES, OpCount(), Settings(budget=50))
     ops = sorted(n.op.name for n in best.graph.nodes.values() if n.op.algebra)
-    assert ops == ["concat", "matmul", "split"] and best.cost == pytest.approx(1.1)
-    _same_outputs(g, best.graph)
-
-
-def test_search_merges_two_1x1_convs_into_one():
-    g, r = _graph({"k1": (4, 3, 1, 1), "k2": (6, 3, 1, 1)}, {"x": (1, 3, 8, 8)})
-    outs = [g.add("conv2d", [r["x"], r[k]], act="relu")[0] for k in ("k1", "k2")]
-    g.set_outputs(outs, ["y1", "y2"])
-    best = search(g, [d.rule for d in directed_rules(DEFAULT)], OpCount(), Settings(budget=50))
-    ops = sorted(n.op.name for n in best.graph.nodes.values() if n.op.algebra)
-    assert ops == ["concat", "conv2d", "split"] and best.cost == pytest.approx(1.1)
+    assert ops == sorted(["concat", op, "split"]) and best.cost == pytest.approx(1.1)
     _same_outputs(g, best.graph)
 
 

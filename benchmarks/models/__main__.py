@@ -6,12 +6,12 @@ Usage: ``python -m benchmarks.models [--size small|full] [--out DIR] [--seed N] 
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import onnx
+
+from taso_py.atomic import write_bytes
 
 from . import SIZES, build, count_params, names
 
@@ -20,17 +20,9 @@ COLUMNS = (("name", "<13"), ("ops", ">5"), ("params", ">12"), ("MB", ">7"), ("in
 
 
 def write_atomic(model: onnx.ModelProto, path: Path) -> int:
-    """Write via a temp file in the same directory + os.replace; return the size in bytes."""
+    """Write the model atomically; return its size in bytes."""
     data = model.SerializeToString()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; model files are meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_bytes(path, data)
     return len(data)
 
 

@@ -13,7 +13,8 @@ from typing import Any
 import click
 
 from taso_py.errors import InputError, TasoError
-from taso_py.onnx_io import OnnxModel, load_model, parse_input_shapes
+from taso_py.onnx_io import OnnxModel, load_model, parse_input_shapes, save_model
+from taso_py.runtime import Comparison, compare_models, random_feeds
 
 
 class TasoGroup(click.Group):
@@ -70,6 +71,13 @@ def input_shape_option(f: Callable) -> Callable:
     )(f)
 
 
+def check_options(f: Callable) -> Callable:
+    """--no-check, --rtol, --atol: the equivalence check before a rewritten model is written."""
+    f = click.option("--atol", default=1e-5, show_default=True, help="Absolute tolerance of the check.")(f)
+    f = click.option("--rtol", default=1e-4, show_default=True, help="Relative tolerance of the check.")(f)
+    return click.option("--no-check", is_flag=True, help="Skip the ONNX Runtime comparison with the original.")(f)
+
+
 def json_option(f: Callable) -> Callable:
     return click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")(f)
 
@@ -80,6 +88,28 @@ def model_argument(f: Callable) -> Callable:
 
 def load(model: Path, input_shapes: tuple[str, ...]) -> OnnxModel:
     return load_model(model, parse_input_shapes(input_shapes))
+
+
+class CheckFailed(TasoError):
+    exit_code = 1
+
+
+def save_checked(original: Path, model: OnnxModel, target: Path, what: str, check: bool, rtol: float, atol: float,
+                 seed: int = 0) -> Comparison | None:
+    """Write `model` to `target` atomically, but only once ORT gives it the original's outputs on
+    seeded random inputs (unless `check` is off); the comparison, or None when unchecked."""
+    result: list[Comparison] = []
+
+    def verify(staged: Path) -> None:
+        comparison = compare_models(original, staged, random_feeds(model.graph, seed), rtol, atol)
+        result.append(comparison)
+        if not comparison.ok:
+            raise CheckFailed(f"{what} model differs from the original on output {comparison.worst_output!r}: "
+                              f"max abs error {comparison.max_abs:.3g}, max rel error {comparison.max_rel:.3g}; "
+                              "nothing written")
+
+    save_model(model, target, before_publish=verify if check else None)
+    return result[0] if result else None
 
 
 def output_path(model: Path, out: Path | None, suffix: str) -> Path:

@@ -11,14 +11,16 @@ from pathlib import Path
 
 import click
 
-from taso_py.cli.common import emit_json, input_shape_option, json_option, load, model_argument, output_path
-from taso_py.errors import TasoError
-from taso_py.onnx_io import save_model
-from taso_py.runtime import Comparison, compare_models, random_feeds
-
-
-class CheckFailed(TasoError):
-    exit_code = 1
+from taso_py.cli.common import (
+    check_options,
+    emit_json,
+    input_shape_option,
+    json_option,
+    load,
+    model_argument,
+    output_path,
+    save_checked,
+)
 
 
 @click.command()
@@ -26,29 +28,17 @@ class CheckFailed(TasoError):
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path),
               help="Where to write (default: MODEL.converted.onnx).")
 @input_shape_option
-@click.option("--no-check", is_flag=True, help="Skip the ONNX Runtime comparison with the original.")
-@click.option("--rtol", default=1e-4, show_default=True, help="Relative tolerance of the check.")
-@click.option("--atol", default=1e-5, show_default=True, help="Absolute tolerance of the check.")
+@check_options
 @json_option
 def convert(model: Path, out: Path | None, input_shapes: tuple[str, ...], no_check: bool, rtol: float,
             atol: float, as_json: bool) -> None:
     """Import MODEL into the graph IR and export it again, checked against the original."""
     target = output_path(model, out, ".converted.onnx")
     imported = load(model, input_shapes)
-    result: list[Comparison] = []
-
-    def verify(staged: Path) -> None:
-        feeds = random_feeds(imported.graph)
-        comparison = compare_models(model, staged, feeds, rtol, atol)
-        result.append(comparison)
-        if not comparison.ok:
-            raise CheckFailed(f"converted model differs from the original on output {comparison.worst_output!r}: "
-                              f"max abs error {comparison.max_abs:.3g}, max rel error {comparison.max_rel:.3g}")
-
-    save_model(imported, target, before_publish=None if no_check else verify)
-    report = {"input": str(model), "output": str(target), "check": result[0].to_json() if result else None}
+    check = save_checked(model, imported, target, "converted", not no_check, rtol, atol)
+    report = {"input": str(model), "output": str(target), "check": check.to_json() if check else None}
     if as_json:
         emit_json(report)
     else:
-        check = f" (ORT check: max rel error {result[0].max_rel:.2g})" if result else ""
-        click.echo(f"wrote {target}{check}", err=True)
+        checked = f" (ORT check: max rel error {check.max_rel:.2g})" if check else ""
+        click.echo(f"wrote {target}{checked}", err=True)

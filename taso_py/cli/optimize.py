@@ -9,14 +9,21 @@ from rich.console import Console
 from rich.progress import Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from taso_py.cli.common import emit_json, input_shape_option, json_option, load, model_argument, output_path
-from taso_py.cli.convert import CheckFailed
+from taso_py.cli.common import (
+    check_options,
+    emit_json,
+    input_shape_option,
+    json_option,
+    load,
+    model_argument,
+    output_path,
+    save_checked,
+)
 from taso_py.cli.rules import library_option
 from taso_py.cost.model import CostModel
 from taso_py.library.store import load as load_library
-from taso_py.onnx_io import save_model
 from taso_py.optimizer import Optimized, cost_model, optimize
-from taso_py.runtime import Comparison, compare_models, random_feeds
+from taso_py.runtime import Comparison
 from taso_py.search.backtracking import Settings
 
 
@@ -37,9 +44,7 @@ from taso_py.search.backtracking import Settings
 @click.option("--threads", type=click.IntRange(min=0), default=0,
               help="ORT threads for measuring costs (default: all cores).")
 @input_shape_option
-@click.option("--no-check", is_flag=True, help="Skip the ONNX Runtime comparison with the original.")
-@click.option("--rtol", default=1e-4, show_default=True, help="Relative tolerance of the check.")
-@click.option("--atol", default=1e-5, show_default=True, help="Absolute tolerance of the check.")
+@check_options
 @json_option
 def optimize_command(model: Path, out: Path | None, library_path: Path | None, cost: str, alpha: float, budget: int,
                      timeout: float, seed: int, threads: int, input_shapes: tuple[str, ...], no_check: bool,
@@ -61,30 +66,20 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
             bar.update(task, description=f"search: {expanded} graphs expanded, best cost {best:.4g} {pricing.unit}")
 
         result = optimize(imported, library, pricing, Settings(alpha, budget, timeout, seed), progress)
-    checks: list[Comparison] = []
-
-    def verify(staged: Path) -> None:
-        comparison = compare_models(model, staged, random_feeds(imported.graph, seed), rtol, atol)
-        checks.append(comparison)
-        if not comparison.ok:
-            raise CheckFailed(f"optimized model differs from the original on output {comparison.worst_output!r}: "
-                              f"max abs error {comparison.max_abs:.3g}, max rel error {comparison.max_rel:.3g}; "
-                              "nothing written")
-
-    save_model(result.model, target, before_publish=None if no_check else verify)
-    report = _report(model, target, result, pricing, checks[0] if checks else None)
+    check = save_checked(model, result.model, target, "optimized", not no_check, rtol, atol, seed)
+    report = _report(model, target, result, pricing, check)
     if as_json:
         emit_json(report)
     else:
         console.print(_table(result, pricing.unit))
         o = result.outcome
         gain = o.original_cost / o.cost if o.cost else 1.0
-        check = f"; ORT check: max rel error {checks[0].max_rel:.2g}" if checks else "; not checked"
+        checked = f"; ORT check: max rel error {check.max_rel:.2g}" if check else "; not checked"
         folded = (f" ({result.batchnorms_folded} batch norms folded into convolutions first, as ORT does)"
                   if result.batchnorms_folded else "")
         console.print(f"search cost{folded} {o.original_cost:.4g} → {o.cost:.4g} {pricing.unit} ({gain:.3f}x) with "
                       f"{len(o.applied)} rewrites; {o.expanded} graphs expanded in {o.seconds:.1f} s "
-                      f"({o.stopped}){check}\nwrote {target}", highlight=False)
+                      f"({o.stopped}){checked}\nwrote {target}", highlight=False)
 
 
 def _table(result: Optimized, unit: str) -> Table:
