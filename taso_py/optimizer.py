@@ -58,9 +58,10 @@ class Optimized:
     model: OnnxModel
     outcome: Outcome
     rules: list[Directed]
-    before: dict[str, tuple[int, float]]
+    before: dict[str, tuple[int, float]]  # operator -> (count, cost) of the graph the search started from
     after: dict[str, tuple[int, float]]
     batchnorms_folded: int
+    activations_fused: int
 
     def rejected(self, count: int = 5) -> list[dict[str, Any]]:
         """The cheapest rewrites of the input graph that would not pay, one per rule: why a model
@@ -85,7 +86,7 @@ def optimize(model: OnnxModel, library: Library, model_cost: CostModel, settings
     rules = directed_rules(library)
     graph = model.graph.copy()
     folded = fold_batchnorm(graph)
-    fuse_activations(graph)
+    fused = fuse_activations(graph)
     prepare_graph(graph, model_cost)
     outcome = search(graph, [d.rule for d in rules], model_cost, settings, progress)
     best = outcome.graph.copy()
@@ -94,4 +95,4 @@ def optimize(model: OnnxModel, library: Library, model_cost: CostModel, settings
     if isinstance(model_cost, Measured):
         model_cost.save()
     return Optimized(OnnxModel(best, model.origin, model.source, model.notes), outcome, rules,
-                     costs_by_op(model.graph, model_cost), costs_by_op(best, model_cost), folded)
+                     costs_by_op(graph, model_cost), costs_by_op(best, model_cost), folded, fused)

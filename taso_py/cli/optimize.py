@@ -75,8 +75,9 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
         o = result.outcome
         gain = o.original_cost / o.cost if o.cost else 1.0
         checked = f"; ORT check: max rel error {check.max_rel:.2g}" if check else "; not checked"
-        folded = (f" ({result.batchnorms_folded} batch norms folded into convolutions first, as ORT does)"
-                  if result.batchnorms_folded else "")
+        fused = result.batchnorms_folded + result.activations_fused
+        folded = (f" ({result.batchnorms_folded} batch norms and {result.activations_fused} activations fused "
+                  "into convolutions first, as ORT does)") if fused else ""
         console.print(f"search cost{folded} {o.original_cost:.4g} → {o.cost:.4g} {pricing.unit} ({gain:.3f}x) with "
                       f"{len(o.applied)} rewrites; {o.expanded} graphs expanded in {o.seconds:.1f} s "
                       f"({o.stopped}){checked}\nwrote {target}", highlight=False)
@@ -103,6 +104,7 @@ def _report(model: Path, target: Path, result: Optimized, pricing: CostModel, ch
         "cost": {"model": pricing.name, "unit": pricing.unit, "original": o.original_cost, "optimized": o.cost,
                  "speedup": o.original_cost / o.cost if o.cost else 1.0},
         "rules_applied": result.applied(), "batchnorms_folded": result.batchnorms_folded,
+        "activations_fused": result.activations_fused,
         "rejected": result.rejected(),
         "search": {"expanded": o.expanded, "generated": o.generated, "matches_priced": o.matches,
                    "seconds": round(o.seconds, 3), "stopped": o.stopped, "rules": len(result.rules)},
