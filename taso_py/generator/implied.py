@@ -375,10 +375,10 @@ def _joinable(a: Term, b: Term, shapes: Shapes, index: dict, before: int) -> boo
 
 
 def _rewrites_to(a: Term, b: Term, index: dict, before: int, shapes: Shapes) -> bool:
-    """Whether forward rewrites take `a` to `b` within 2 * DEPTH steps (none invents a variable)."""
+    """Whether forward rewrites take `a` to `b` within DEPTH steps (none invents a variable)."""
     goal = key(b)
     seen, frontier = {key(a)}, [a]
-    for _ in range(2 * DEPTH):
+    for _ in range(DEPTH):
         nxt = []
         for term in frontier:
             for new in rewrites(term, index, before, shapes):

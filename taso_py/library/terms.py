@@ -8,7 +8,7 @@ only a consumer that knows the matched graph can evaluate them.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeAlias
 
 
@@ -21,11 +21,21 @@ class Var:
 
 @dataclass(frozen=True, slots=True)
 class Apply:
-    """An operator applied to tensor terms; attrs stay in written order so printing is faithful."""
+    """An operator applied to tensor terms; attrs stay in written order so printing is faithful.
+
+    The hash is computed once: terms are keys of every memo in the generator and the matcher, and
+    a dataclass would otherwise hash the whole tree again at each lookup."""
 
     op: str
     args: tuple[Term, ...]
     attrs: tuple[tuple[str, Expr], ...] = ()
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.op, self.args, self.attrs)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 @dataclass(frozen=True, slots=True)
