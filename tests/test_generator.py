@@ -7,7 +7,7 @@ import pytest
 
 from taso_py import ops
 from taso_py.generator import candidates as cand
-from taso_py.generator import fingerprint, implied
+from taso_py.generator import fingerprint, implied, pipeline
 from taso_py.generator.concolic import CONCOLIC, CDim
 from taso_py.generator.enumerate import enumerate_shard, shard_count, trivial_graphs
 from taso_py.generator.executor import LocalExecutor
@@ -212,3 +212,12 @@ def test_pruning_keeps_distributivity_and_drops_its_instances(tmp_path):
 def test_modulus_is_prime_and_small_enough_for_int64(p: int):
     assert all(p % k for k in range(2, int(p ** 0.5) + 1))
     assert p * p * (1 << 14) < 2 ** 63
+
+
+def test_restoring_counts_every_rule_it_brings_back():
+    general = "matmul(a, add(b, c)) == add(matmul(a, b), matmul(a, c))"
+    other = "matmul(matmul(a, b), c) == matmul(a, matmul(b, c))"
+    shapes = {general: MATRIX, other: MATRIX}
+    final: list[str] = []
+    restored = pipeline._restore(LocalExecutor(1), [general, other], final, shapes)
+    assert restored == [general, other] and final == [general, other]

@@ -277,7 +277,7 @@ def _restore(executor: Executor, texts: list[str], final: list[str], shapes: dic
         implied_now = set(_redundant(executor, texts, final, shapes))
         texts = [k for k in texts if k not in implied_now]
         if keep_all or not texts:
-            return texts
+            return texts if keep_all else restored
         final.append(texts[0])
         restored.append(texts.pop(0))
     return restored
