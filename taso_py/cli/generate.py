@@ -60,6 +60,8 @@ def generate_rules(max_ops: int, op_list: str | None, workers: int | None, sched
                       console=console, transient=False) as bar:
             def progress(stage: str, total: int) -> Callable[[int], None]:
                 task = bar.add_task(stage, total=total)
+                if not console.is_terminal:  # a log file gets a line per stage, with the time since the start
+                    console.print(f"{time.perf_counter() - started:8.0f} s  {stage}: {total}", highlight=False)
                 return lambda n: bar.advance(task, n)
 
             library = generate(settings, executor, checkpoint, progress)
