@@ -1,13 +1,14 @@
 """`taso optimize` over the model suite: search time, rules applied, and ONNX Runtime latency of the
 original and the optimized model measured side by side.
 
-Usage: ``python -m benchmarks.optimize_suite [--size full|small] [--models a,b] [--runs 30] [--out DIR]``
+Usage: ``python -m benchmarks.optimize_suite [--size full|small] [--models a,b | --blocks] [--runs 30] [--out DIR]``
 
 For each model: build it (seeded), optimize it with the default settings (measured cost model),
 check the result against the original in ORT, then time both models in one process with all of
 ORT's graph optimizations on, at 1 and 2 threads, thread spinning off, runs interleaved
 (original, optimized, original, ...), and quote medians. Writes DIR/optimize_suite.json,
-DIR/optimize_suite.md and DIR/optimize_suite.png (default DIR: benchmarks/results).
+DIR/optimize_suite.md and DIR/optimize_suite.png (default DIR: benchmarks/results). `--blocks` runs the substitution blocks of
+`benchmarks/models/blocks.py` instead, and writes DIR/optimize_blocks.*.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import numpy as np
 import onnx
 
 from benchmarks.models import MODELS, build
+from benchmarks.models.blocks import BLOCKS
 from taso_py.atomic import write_json, write_text
 from taso_py.cost.analytical import Roofline
 from taso_py.cost.measured import Measured
@@ -57,7 +59,7 @@ def latency(original: Path, optimized: Path, feeds: dict[str, np.ndarray], threa
 
 def run_model(name: str, size: str, runs: int, work: Path, cost: str = "measured") -> dict[str, Any]:
     original = work / f"{name}.onnx"
-    onnx.save(build(name, size), original)
+    onnx.save(BLOCKS[name]() if name in BLOCKS else build(name, size), original)
     imported = load_model(original)
     library = load_library()
     pricing = Measured(threads=max(THREADS), opset=imported.opset) if cost == "measured" else Roofline()
@@ -125,13 +127,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.optimize_suite", description=__doc__)
     parser.add_argument("--size", choices=("full", "small"), default="full")
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated suite models")
+    parser.add_argument("--blocks", action="store_true", help="the substitution blocks instead of the suite")
     parser.add_argument("--runs", type=int, default=30, help="timed runs of each model (>= 20 for the README)")
     parser.add_argument("--cost", choices=("measured", "analytical"), default="measured",
                         help="the search's cost model")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="output directory")
     args = parser.parse_args(argv)
-    names = [n for n in args.models.split(",") if n]
-    unknown = [n for n in names if n not in MODELS]
+    names = list(BLOCKS) if args.blocks else [n for n in args.models.split(",") if n]
+    unknown = [n for n in names if n not in MODELS and n not in BLOCKS]
     if unknown:
         parser.error(f"unknown model {unknown[0]!r} (known: {', '.join(MODELS)})")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -142,11 +145,12 @@ def main(argv: list[str] | None = None) -> None:
             rows.append(run_model(name, args.size, args.runs, Path(tmp), args.cost))
     text = table(rows)
     print(text)
-    write_text(args.out / "optimize_suite.md", text + "\n")
-    write_json(args.out / "optimize_suite.json", {
+    stem = "optimize_blocks" if args.blocks else "optimize_suite"
+    write_text(args.out / f"{stem}.md", text + "\n")
+    write_json(args.out / f"{stem}.json", {
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
         "size": args.size, "runs": args.runs, "cost_model": args.cost, "rows": rows})
-    plot(rows, args.out / "optimize_suite.png")
+    plot(rows, args.out / f"{stem}.png")
 
 
 if __name__ == "__main__":

@@ -69,14 +69,29 @@ def test_merge_two_convs_sharing_an_input(library) -> None:
     assert _has(library, f"({merged}[0], {merged}[1]) == (conv2d(a, b, {conv}), conv2d(a, c, {conv}))")
 
 
+def test_merge_two_convs_with_biases_sharing_an_input(library) -> None:
+    """Inception's sibling convolutions, which carry biases once batch norms are folded in."""
+    conv = "stride=[?s1_0, ?s1_1], pad=[?p0_0, ?p0_1, ?p0_2, ?p0_3], groups=1, act=relu"
+    merged = (f"split(conv2d(a, concat(b, c, axis=0), concat(d, e, axis=0), {conv}), axis=1, "
+              "sizes=[dim(b, 0), dim(c, 0)])")
+    assert _has(library, f"({merged}[0], {merged}[1]) == (conv2d(a, b, d, {conv}), conv2d(a, c, e, {conv}))")
+
+
+def test_merge_two_projections_of_a_rank3_activation(library) -> None:
+    """A transformer's Q, K and V: the merged output splits on the last axis of a rank-3 tensor."""
+    merged = "split(matmul(a, concat(b, c, axis=1)), axis=2, sizes=[dim(b, 1), dim(c, 1)])"
+    assert _has(library, f"({merged}[0], {merged}[1]) == (matmul(a, b), matmul(a, c))")
+
+
 def test_conv_relu_fusion(library) -> None:
     assert any("act=relu" in e.text and e.text.startswith("relu(conv2d(") and e.rule.attr_variables()
                for e in library)
 
 
-def test_enlarge_a_1x1_kernel_for_its_3x3_sibling(library) -> None:
-    assert _has(library, "conv2d(a, enlarge(b, kernel=[3, 3]), stride=[1, 1], pad=[1, 1, 1, 1], groups=1, act=none)"
-                         " == conv2d(a, b, stride=[1, 1], pad=[0, 0, 0, 0], groups=1, act=none)")
+@pytest.mark.parametrize("bias", ["", ", c"])
+def test_enlarge_a_1x1_kernel_for_its_3x3_sibling(library, bias: str) -> None:
+    assert _has(library, f"conv2d(a, enlarge(b, kernel=[3, 3]){bias}, stride=[1, 1], pad=[1, 1, 1, 1], groups=1, "
+                         f"act=none) == conv2d(a, b{bias}, stride=[1, 1], pad=[0, 0, 0, 0], groups=1, act=none)")
 
 
 @pytest.mark.parametrize("text", [

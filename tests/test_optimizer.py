@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from benchmarks import models
 from taso_py.cost.analytical import Roofline
-from taso_py.cost.model import OpCall, graph_cost
+from taso_py.cost.model import graph_cost
 from taso_py.graph import evaluate
 from taso_py.graph.ir import Graph, Ref
 from taso_py.graph.normalize import IDENTITIES, flatten_splits, fold_batchnorm, fuse_activations
@@ -36,6 +35,7 @@ from taso_py.runtime import compare_models, random_feeds
 from taso_py.search.backtracking import Settings, search
 from taso_py.types import DType, TensorType
 from tests import corpus
+from tests.op_count import OpCount
 from verifier.encoding import encode_rule
 from verifier.prover import prove
 from verifier.refuter import instances
@@ -44,18 +44,6 @@ TASO = [sys.executable, "-m", "taso_py"]
 MERGE = ("(matmul(a, b), matmul(a, c)) == (split(matmul(a, concat(b, c, axis=1)), axis=1, "
          "sizes=[dim(b, 1), dim(c, 1)])[0], split(matmul(a, concat(b, c, axis=1)), axis=1, "
          "sizes=[dim(b, 1), dim(c, 1)])[1])")
-
-
-class OpCount:
-    """A cost model for tests: one per operator, a tenth for split (so merges pay)."""
-
-    name, unit = "ops", "ops"
-
-    def cost(self, call: OpCall) -> float:
-        return 0.1 if call.op.name == "split" else 1.0
-
-    def prepare(self, calls: Iterable[OpCall]) -> None:
-        pass
 
 
 def _graph(weights: dict[str, tuple[int, ...]], inputs: dict[str, tuple[int, ...]], seed: int = 0

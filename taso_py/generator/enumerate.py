@@ -112,10 +112,12 @@ class Context:
     def applications(self, available: Sequence[Tensor]) -> Iterator[Node]:
         """Every well-shaped application of the world's operators to the available tensors."""
         for gop in self.gen_ops:
-            combos = (itertools.combinations_with_replacement(available, gop.arity) if gop.commutative
-                      else itertools.product(available, repeat=gop.arity))
+            combos = itertools.chain.from_iterable(
+                itertools.combinations_with_replacement(available, n) if gop.commutative
+                else itertools.product(available, repeat=n) for n in gop.arities)
             for args in combos:
-                if not _roles_fit(gop.needs, args):
+                if not _roles_fit(gop.needs, args) or (args and not self.world.may_apply(
+                        gop.name, all(a.weight for a in args))):
                     continue
                 views = [ArgView(a.shape, a.weight, _producer(a.term)) for a in args]
                 for k, choice in enumerate(gop.choices(views, self.world)):
@@ -217,8 +219,8 @@ def enumerate_shard(world: World, root: int, max_ops: int, seed: int) -> list[Gr
 def _record(world: World, nodes: tuple[Node, ...]) -> Graph | None:
     consumed = {i for n in nodes for i in n.args}
     outputs = [t for n in nodes for t in n.outputs if t.id not in consumed]
-    if not 1 <= len(outputs) <= MAX_OUTPUTS:
-        return None
+    if not 1 <= len(outputs) <= MAX_OUTPUTS or any(t.weight for t in outputs):
+        return None  # a result computed from weights only is folded before the model runs: no rule pays
     if len(outputs) == 2 and not outputs[0].leaves & outputs[1].leaves:
         return None  # two unrelated computations: only ever a product of smaller rules
     outputs.sort(key=lambda t: t.fp)
@@ -234,7 +236,7 @@ def trivial_graphs(world: World, seed: int) -> list[Graph]:
     ctx = Context(world, seed)
     out = []
     for k in (1, 2):
-        for group in itertools.combinations(ctx.inputs, k):
+        for group in itertools.combinations([t for t in ctx.inputs if not t.weight], k):
             ordered = sorted(group, key=lambda t: t.fp)
             out.append(Graph(world.name, tuple(t.term for t in ordered), tuple(t.fp for t in ordered),
                              tuple(sorted(t.term.name for t in group)), 0))  # type: ignore[union-attr]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ class Settings:
         for w in WORLDS:
             chosen = tuple(o for o in w.ops if o in self.ops)
             if chosen:
-                out.append(World(w.name, w.inputs, chosen))
+                out.append(replace(w, ops=chosen))
         return out
 
 
@@ -172,7 +172,8 @@ def generate(settings: Settings, executor: Executor, checkpoint: Checkpoint, pro
 
     # 1. enumerate and fingerprint
     t = time.perf_counter()
-    shards = [(w, r, settings.max_ops, settings.seed) for w in worlds for r in range(shard_count(w, settings.seed))]
+    shards = [(w, r, settings.max_ops + w.extra_ops, settings.seed)
+              for w in worlds for r in range(shard_count(w, settings.seed))]
     advance = progress("enumerate", len(shards))
     graphs: list[Graph] = [g for w in worlds for g in trivial_graphs(w, settings.seed)]
     for found in _run(executor, task_enumerate, shards, advance):
@@ -322,5 +323,6 @@ def _info(info: dict[str, Any]) -> dict[str, Any]:
 
 
 def _world_json(w: World) -> dict[str, Any]:
-    return {"name": w.name, "ops": list(w.ops),
+    return {"name": w.name, "ops": list(w.ops), "extra_ops": w.extra_ops, "weight_ops": w.weight_ops,
+            "data_ops": w.data_ops,
             "inputs": [{"name": i.name, "shape": list(i.shape), "weight": i.weight} for i in w.inputs]}

@@ -35,6 +35,15 @@ class World:
     name: str
     inputs: tuple[Input, ...]
     ops: tuple[str, ...]  # the operators enumerated over these inputs
+    extra_ops: int = 0  # how much larger than --max-ops its graphs may be: a world of few operators
+    #                     can go deeper, and merges with biases need one more (weight-only) concat
+    # Which operators may take only weights, and which may take data (None: all of `ops`)
+    weight_ops: tuple[str, ...] | None = None
+    data_ops: tuple[str, ...] | None = None
+
+    def may_apply(self, op: str, weights_only: bool) -> bool:
+        allowed = self.weight_ops if weights_only else self.data_ops
+        return allowed is None or op in allowed
 
     def input(self, name: str) -> Input:
         return next(i for i in self.inputs if i.name == name)
@@ -58,6 +67,11 @@ class GenOp:
     choices: Callable[[Sequence[ArgView], World], Iterator[AttrChoice]]
     commutative: bool = False
     needs: tuple[str | None, ...] = field(default=())  # per argument: "data", "weight" or None
+    optional: int = 0  # trailing arguments it may also take (a convolution's bias)
+
+    @property
+    def arities(self) -> range:
+        return range(self.arity, self.arity + self.optional + 1)
 
 
 def _plain(args: Sequence[ArgView], world: World) -> Iterator[AttrChoice]:
@@ -99,7 +113,7 @@ def _same_pad(kernel: int) -> int:
 
 
 def _conv(args: Sequence[ArgView], world: World) -> Iterator[AttrChoice]:
-    x, w = args
+    x, w = args[:2]
     if len(x.shape) != 4 or len(w.shape) != 4:
         return
     kh, kw = w.shape[2].value, w.shape[3].value
@@ -153,7 +167,7 @@ GEN_OPS: dict[str, GenOp] = {op.name: op for op in (
     GenOp("transpose", 1, _transpose),
     GenOp("concat", 2, _concat),
     GenOp("split", 1, _split),
-    GenOp("conv2d", 2, _conv, needs=("data", "weight")),
+    GenOp("conv2d", 2, _conv, needs=("data", "weight", "weight"), optional=1),
     GenOp("maxpool2d", 1, _pool, needs=("data",)),
     GenOp("avgpool2d", 1, _avgpool, needs=("data",)),
     GenOp("enlarge", 1, _enlarge, needs=("weight",)),
@@ -172,4 +186,19 @@ WORLDS: tuple[World, ...] = (
                    Input("v", (2, 2, 3, 3), weight=True), Input("u", (2, 2, 1, 1), weight=True)),
           ("conv2d", "add", "relu", "maxpool2d", "avgpool2d", "concat", "split", "enlarge",
            "const_iconv", "const_pool")),
+    # Merges as models contain them: convolutions with biases (a 1x1 kernel `u` beside the 3x3 ones),
+    # and linear layers (matmul + bias) over rank-3 activations, as in transformers. Stacking kernels
+    # and biases takes two weight-only concats, so these worlds go one operator deeper, and stay
+    # small enough to: weights are only stacked (concat) or padded (enlarge), data only goes
+    # through the layers and splits (the other worlds have the rest), and kernels change the
+    # channel count, so layers do not chain: siblings are what merge.
+    World("conv-bias", (Input("x", (1, 3, 4, 4)), Input("w", (2, 3, 3, 3), weight=True),
+                        Input("v", (2, 3, 3, 3), weight=True), Input("u", (2, 3, 1, 1), weight=True),
+                        Input("p", (2,), weight=True), Input("q", (2,), weight=True)),
+          ("conv2d", "concat", "split", "enlarge"), extra_ops=1, weight_ops=("concat", "enlarge"),
+          data_ops=("conv2d", "split")),
+    World("dense", (Input("x", (2, 3, 4)), Input("w", (4, 5), weight=True), Input("v", (4, 5), weight=True),
+                    Input("p", (5,), weight=True), Input("q", (5,), weight=True)),
+          ("matmul", "add", "concat", "split"), extra_ops=1, weight_ops=("concat",),
+          data_ops=("matmul", "add", "split")),
 )

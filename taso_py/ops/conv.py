@@ -473,12 +473,13 @@ AXIOMS = (
           f"concat(conv2d(a, c, {_CONV1}), conv2d(b, d, {_CONV1}), axis=1) "
           "where dim(a, 1) == dim(b, 1), dim(c, 0) == dim(d, 0)",
           "two equal halves make a grouped convolution: only when the shapes line up"),
-    Axiom("conv-enlarge", "conv2d(x, enlarge(w, kernel=[?kh, ?kw]), stride=[?sh, ?sw], pad=[?pt, ?pl, ?pb, ?pr], "
-          "groups=?g) == conv2d(x, w, stride=[?sh, ?sw], pad=[?pt - (?kh - dim(w, 2)) // 2, "
-          "?pl - (?kw - dim(w, 3)) // 2, ?pb - (?kh - dim(w, 2)) // 2, ?pr - (?kw - dim(w, 3)) // 2], groups=?g) "
-          "where ?pt >= (?kh - dim(w, 2)) // 2, ?pb >= (?kh - dim(w, 2)) // 2, ?pl >= (?kw - dim(w, 3)) // 2, "
-          "?pr >= (?kw - dim(w, 3)) // 2",
-          "a kernel padded with zeros reads the same cells when the input padding shrinks to match"),
+    *(Axiom(f"conv-enlarge{suffix}", f"conv2d(x, enlarge(w, kernel=[?kh, ?kw]){bias}, stride=[?sh, ?sw], "
+            f"pad=[?pt, ?pl, ?pb, ?pr], groups=?g) == conv2d(x, w{bias}, stride=[?sh, ?sw], "
+            "pad=[?pt - (?kh - dim(w, 2)) // 2, ?pl - (?kw - dim(w, 3)) // 2, ?pb - (?kh - dim(w, 2)) // 2, "
+            "?pr - (?kw - dim(w, 3)) // 2], groups=?g) where ?pt >= (?kh - dim(w, 2)) // 2, "
+            "?pb >= (?kh - dim(w, 2)) // 2, ?pl >= (?kw - dim(w, 3)) // 2, ?pr >= (?kw - dim(w, 3)) // 2",
+            "a kernel padded with zeros reads the same cells when the input padding shrinks to match"
+            if not bias else "") for suffix, bias in (("", ""), ("-bias", ", b"))),
     Axiom("conv-identity", "conv2d(x, const_iconv(channels=?c, kernel=[?kh, ?kw], groups=?g), "
           "pad=[?kh // 2, ?kw // 2, ?kh // 2, ?kw // 2], groups=?g) == x "
           "where ?c == dim(x, 1), ?kh % 2 == 1, ?kw % 2 == 1", "the identity kernel"),

@@ -430,4 +430,9 @@ AXIOMS = (
     *(Axiom(f"{op}-concat", f"{op}(concat(a, b, axis=?k), concat(c, d, axis=?k)) == "
             f"concat({op}(a, c), {op}(b, d), axis=?k) where rank(a) == rank(c), dim(a, ?k) == dim(c, ?k)",
             "element-wise arithmetic on matching parts") for op in ("add", "mul")),
+    *(Axiom(f"{op}-concat-vector", f"{op}(concat(a, b, axis=?k), concat(c, d, axis=0)) == "
+            f"concat({op}(a, c), {op}(b, d), axis=?k) where ?k == rank(a) - 1, rank(c) == 1, "
+            "dim(c, 0) == dim(a, ?k)",
+            "a vector broadcast along the last axis (a bias) acts on each part" if op == "add" else "")
+      for op in ("add", "mul")),
 )
