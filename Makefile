@@ -34,7 +34,7 @@ demo: install
 	$(TASO) verify-rule "relu(add(a, b)) == add(relu(a), relu(b))" || echo "(exit $$?: refuted, as it should be)"
 	$(TASO) rules stats
 	$(TASO) rules list --op matmul
-	$(TASO) rules show r9447e544
+	$(TASO) rules show r87638e17
 	$(TASO) optimize $(EXAMPLE) -o out/inception_v3_small.taso.onnx
 
 test: dev

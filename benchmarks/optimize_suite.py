@@ -7,8 +7,8 @@ For each model: build it (seeded), optimize it with the default settings (measur
 check the result against the original in ORT, then time both models in one process with all of
 ORT's graph optimizations on, at 1 and 2 threads, thread spinning off, runs interleaved
 (original, optimized, original, ...), and quote medians. Writes DIR/optimize_suite.json,
-DIR/optimize_suite.md and DIR/optimize_suite.png (default DIR: benchmarks/results). `--blocks` runs the substitution blocks of
-`benchmarks/models/blocks.py` instead, and writes DIR/optimize_blocks.*.
+DIR/optimize_suite.md and DIR/optimize_suite.png (default DIR: benchmarks/results). `--blocks` runs
+the substitution blocks of `benchmarks/models/blocks.py` instead, and writes DIR/optimize_blocks.*.
 """
 
 from __future__ import annotations
@@ -35,26 +35,10 @@ from taso_py.cost.measured import Measured
 from taso_py.library.store import load as load_library
 from taso_py.onnx_io import load_model, save_model
 from taso_py.optimizer import optimize
-from taso_py.runtime import compare_models, random_feeds, session
+from taso_py.runtime import compare_models, latency, random_feeds
 from taso_py.search.backtracking import Settings
 
 THREADS = (1, 2)
-
-
-def latency(original: Path, optimized: Path, feeds: dict[str, np.ndarray], threads: int, runs: int
-            ) -> tuple[float, float]:
-    """Median milliseconds of each model, runs interleaved so both see the same machine."""
-    sessions = [session(original, threads), session(optimized, threads)]
-    for s in sessions:
-        for _ in range(3):
-            s.run(None, feeds)
-    samples: list[list[float]] = [[], []]
-    for _ in range(runs):
-        for s, out in zip(sessions, samples):
-            t = time.perf_counter()
-            s.run(None, feeds)
-            out.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(samples[0]), statistics.median(samples[1])
 
 
 def run_model(name: str, size: str, runs: int, work: Path, cost: str = "measured") -> dict[str, Any]:
@@ -82,8 +66,7 @@ def run_model(name: str, size: str, runs: int, work: Path, cost: str = "measured
         "rules_applied": result.applied(), "rejected": result.rejected(), "check": check.to_json(),
     }
     for threads in THREADS:
-        before, after = latency(original, optimized, feeds, threads, runs)
-        row[f"ort_{threads}t"] = {"original_ms": before, "optimized_ms": after, "speedup": before / after}
+        row[f"ort_{threads}t"] = latency(original, optimized, feeds, threads, runs).to_json()
     return row
 
 

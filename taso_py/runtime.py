@@ -3,6 +3,9 @@ must pass before taso-py writes a model."""
 
 from __future__ import annotations
 
+import os
+import statistics
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +56,42 @@ def run(model: onnx.ModelProto | str | Path, feeds: Mapping[str, np.ndarray], th
         return dict(zip(names, sess.run(names, dict(feeds))))
     except Exception as e:  # ORT raises its own exception types
         raise InputError(f"ONNX Runtime failed to run the model: {first_line(e)}") from None
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Median milliseconds of a reference and a candidate model, timed in turn in one process."""
+
+    reference_ms: float
+    candidate_ms: float
+    runs: int
+    threads: int
+
+    @property
+    def speedup(self) -> float:
+        return self.reference_ms / self.candidate_ms
+
+    def to_json(self) -> dict:
+        return {"original_ms": self.reference_ms, "optimized_ms": self.candidate_ms, "speedup": self.speedup,
+                "runs": self.runs, "threads": self.threads}
+
+
+def latency(reference: onnx.ModelProto | str | Path, candidate: onnx.ModelProto | str | Path,
+            feeds: Mapping[str, np.ndarray], threads: int = 0, runs: int = 10, warmup: int = 3) -> Latency:
+    """Both models on the same inputs, runs interleaved (reference, candidate, reference, ...) so
+    that both see the same machine; thread spinning is off (see `session`), so neither session's
+    idle threads steal the other's cores."""
+    sessions = [session(reference, threads), session(candidate, threads)]
+    for s in sessions:
+        for _ in range(warmup):
+            s.run(None, dict(feeds))
+    samples: list[list[float]] = [[], []]
+    for _ in range(runs):
+        for s, out in zip(sessions, samples):
+            started = time.perf_counter()
+            s.run(None, dict(feeds))
+            out.append((time.perf_counter() - started) * 1e3)
+    return Latency(statistics.median(samples[0]), statistics.median(samples[1]), runs, threads or os.cpu_count() or 1)
 
 
 @dataclass(frozen=True)

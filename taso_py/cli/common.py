@@ -95,20 +95,24 @@ class CheckFailed(TasoError):
 
 
 def save_checked(original: Path, model: OnnxModel, target: Path, what: str, check: bool, rtol: float, atol: float,
-                 seed: int = 0) -> Comparison | None:
+                 seed: int = 0, then: Callable[[Path], None] | None = None) -> Comparison | None:
     """Write `model` to `target` atomically, but only once ORT gives it the original's outputs on
-    seeded random inputs (unless `check` is off); the comparison, or None when unchecked."""
+    seeded random inputs (unless `check` is off) and `then`, given the staged file, has not
+    raised; the comparison, or None when unchecked."""
     result: list[Comparison] = []
 
     def verify(staged: Path) -> None:
-        comparison = compare_models(original, staged, random_feeds(model.graph, seed), rtol, atol)
-        result.append(comparison)
-        if not comparison.ok:
-            raise CheckFailed(f"{what} model differs from the original on output {comparison.worst_output!r}: "
-                              f"max abs error {comparison.max_abs:.3g}, max rel error {comparison.max_rel:.3g}; "
-                              "nothing written")
+        if check:
+            comparison = compare_models(original, staged, random_feeds(model.graph, seed), rtol, atol)
+            result.append(comparison)
+            if not comparison.ok:
+                raise CheckFailed(f"{what} model differs from the original on output {comparison.worst_output!r}: "
+                                  f"max abs error {comparison.max_abs:.3g}, max rel error {comparison.max_rel:.3g}; "
+                                  "nothing written")
+        if then is not None:
+            then(staged)
 
-    save_model(model, target, before_publish=verify if check else None)
+    save_model(model, target, before_publish=verify if check or then else None)
     return result[0] if result else None
 
 

@@ -23,7 +23,7 @@ from taso_py.cli.rules import library_option
 from taso_py.cost.model import CostModel
 from taso_py.library.store import load as load_library
 from taso_py.optimizer import Optimized, cost_model, optimize
-from taso_py.runtime import Comparison
+from taso_py.runtime import Comparison, Latency, latency, random_feeds
 from taso_py.search.backtracking import Settings
 
 
@@ -43,12 +43,18 @@ from taso_py.search.backtracking import Settings
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for ties and the check's inputs.")
 @click.option("--threads", type=click.IntRange(min=0), default=0,
               help="ORT threads for measuring costs (default: all cores).")
+@click.option("--speed-runs", type=click.IntRange(min=0), default=10, show_default=True,
+              help="Runs of each model timed in ONNX Runtime to confirm the result is faster "
+                   "(0: trust the cost model).")
+@click.option("--min-speedup", type=click.FloatRange(min=0.0), default=1.0, show_default=True,
+              help="Keep the rewritten model only if ONNX Runtime runs it at least this much faster; "
+                   "otherwise write the original graph.")
 @input_shape_option
 @check_options
 @json_option
 def optimize_command(model: Path, out: Path | None, library_path: Path | None, cost: str, alpha: float, budget: int,
-                     timeout: float, seed: int, threads: int, input_shapes: tuple[str, ...], no_check: bool,
-                     rtol: float, atol: float, as_json: bool) -> None:
+                     timeout: float, seed: int, threads: int, speed_runs: int, min_speedup: float,
+                     input_shapes: tuple[str, ...], no_check: bool, rtol: float, atol: float, as_json: bool) -> None:
     """Find a faster equivalent of MODEL with the proved rules and write it, checked against MODEL.
 
     Example: taso optimize model.onnx -o model.taso.onnx
@@ -66,8 +72,24 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
             bar.update(task, description=f"search: {expanded} graphs expanded, best cost {best:.4g} {pricing.unit}")
 
         result = optimize(imported, library, pricing, Settings(alpha, budget, timeout, seed), progress)
-    check = save_checked(model, result.model, target, "optimized", not no_check, rtol, atol, seed)
+    speed: list[Latency] = []
+
+    def faster(staged: Path) -> None:
+        """The cost model prices operators one at a time; ORT runs the whole graph (and fuses and
+        re-lays it out), so the last word is a timing of both models."""
+        speed.append(latency(model, staged, random_feeds(imported.graph, seed), threads, speed_runs))
+        if speed[0].speedup < min_speedup:
+            raise NotFaster
+
+    kept = "optimized"
+    try:
+        check = save_checked(model, result.model, target, "optimized", not no_check, rtol, atol, seed,
+                             then=faster if speed_runs and result.outcome.applied else None)
+    except NotFaster:
+        kept = "original"
+        check = save_checked(model, imported, target, "re-exported", not no_check, rtol, atol, seed)
     report = _report(model, target, result, pricing, check)
+    report["speed"] = {**speed[0].to_json(), "kept": kept} if speed else None
     if as_json:
         emit_json(report)
     else:
@@ -80,7 +102,18 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
                   "into convolutions first, as ORT does)") if fused else ""
         console.print(f"search cost{folded} {o.original_cost:.4g} → {o.cost:.4g} {pricing.unit} ({gain:.3f}x) with "
                       f"{len(o.applied)} rewrites; {o.expanded} graphs expanded in {o.seconds:.1f} s "
-                      f"({o.stopped}){checked}\nwrote {target}", highlight=False)
+                      f"({o.stopped}){checked}", highlight=False)
+        if speed:
+            t = speed[0]
+            verdict = ("" if kept == "optimized" else f"; below --min-speedup {min_speedup:g}, so the original graph "
+                       "was written instead")
+            console.print(f"ONNX Runtime, {t.threads} threads, median of {t.runs} runs: {t.reference_ms:.3f} → "
+                          f"{t.candidate_ms:.3f} ms ({t.speedup:.3f}x){verdict}", highlight=False)
+        console.print(f"wrote {target}", highlight=False)
+
+
+class NotFaster(Exception):
+    """ONNX Runtime does not run the rewritten model faster: the original is written instead."""
 
 
 def _table(result: Optimized, unit: str) -> Table:

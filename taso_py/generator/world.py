@@ -187,18 +187,16 @@ WORLDS: tuple[World, ...] = (
           ("conv2d", "add", "relu", "maxpool2d", "avgpool2d", "concat", "split", "enlarge",
            "const_iconv", "const_pool")),
     # Merges as models contain them: convolutions with biases (a 1x1 kernel `u` beside the 3x3 ones),
-    # and linear layers (matmul + bias) over rank-3 activations, as in transformers. Stacking kernels
-    # and biases takes two weight-only concats, so these worlds go one operator deeper, and stay
-    # small enough to: weights are only stacked (concat) or padded (enlarge), data only goes
-    # through the layers and splits (the other worlds have the rest), and kernels change the
-    # channel count, so layers do not chain: siblings are what merge.
+    # and projections of rank-3 activations, as in transformers. Stacking kernels and biases takes
+    # two weight-only concats, so these worlds go one operator deeper, and stay small enough to:
+    # weights are only stacked (concat) or padded (enlarge), data only goes through the layers and
+    # splits (the other worlds have the rest), and kernels change the channel count, so layers do
+    # not chain: siblings are what merge. (A projection's bias add would take a fifth operator.)
     World("conv-bias", (Input("x", (1, 3, 4, 4)), Input("w", (2, 3, 3, 3), weight=True),
                         Input("v", (2, 3, 3, 3), weight=True), Input("u", (2, 3, 1, 1), weight=True),
                         Input("p", (2,), weight=True), Input("q", (2,), weight=True)),
           ("conv2d", "concat", "split", "enlarge"), extra_ops=1, weight_ops=("concat", "enlarge"),
           data_ops=("conv2d", "split")),
-    World("dense", (Input("x", (2, 3, 4)), Input("w", (4, 5), weight=True), Input("v", (4, 5), weight=True),
-                    Input("p", (5,), weight=True), Input("q", (5,), weight=True)),
-          ("matmul", "add", "concat", "split"), extra_ops=1, weight_ops=("concat",),
-          data_ops=("matmul", "add", "split")),
+    World("dense", (Input("x", (2, 3, 4)), Input("w", (4, 5), weight=True), Input("v", (4, 5), weight=True)),
+          ("matmul", "concat", "split"), extra_ops=1, weight_ops=("concat",), data_ops=("matmul", "split")),
 )
