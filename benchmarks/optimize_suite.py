@@ -3,8 +3,9 @@ original and the optimized model measured side by side.
 
 Usage: ``python -m benchmarks.optimize_suite [--size full|small] [--models a,b | --blocks] [--runs 30] [--out DIR]``
 
-For each model: build it (seeded), optimize it with the default settings (measured cost model),
-check the result against the original in ORT, then time both models in one process with all of
+For each model: build it (seeded), run `taso optimize` on it with the default settings (measured
+cost model; the command checks the result against the original in ORT and writes the original
+graph when ORT does not run the rewrite faster), then time both models in one process with all of
 ORT's graph optimizations on, at 1 and 2 threads, thread spinning off, runs interleaved
 (original, optimized, original, ...), and quote medians. Writes DIR/optimize_suite.json,
 DIR/optimize_suite.md and DIR/optimize_suite.png (default DIR: benchmarks/results). `--blocks` runs
@@ -14,10 +15,12 @@ the substitution blocks of `benchmarks/models/blocks.py` instead, and writes DIR
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -30,58 +33,50 @@ import onnx
 from benchmarks.models import MODELS, build
 from benchmarks.models.blocks import BLOCKS
 from taso_py.atomic import write_json, write_text
-from taso_py.cost.analytical import Roofline
-from taso_py.cost.measured import Measured
-from taso_py.library.store import load as load_library
-from taso_py.onnx_io import load_model, save_model
-from taso_py.optimizer import optimize
-from taso_py.runtime import compare_models, latency, random_feeds
-from taso_py.search.backtracking import Settings
+from taso_py.onnx_io import load_model
+from taso_py.runtime import latency, random_feeds
 
 THREADS = (1, 2)
 
 
 def run_model(name: str, size: str, runs: int, work: Path, cost: str = "measured") -> dict[str, Any]:
+    """`taso optimize` as a user runs it (its own ORT speed check included), then both models timed."""
     original = work / f"{name}.onnx"
     onnx.save(BLOCKS[name]() if name in BLOCKS else build(name, size), original)
-    imported = load_model(original)
-    library = load_library()
-    pricing = Measured(threads=max(THREADS), opset=imported.opset) if cost == "measured" else Roofline()
-    started = time.perf_counter()
-    result = optimize(imported, library, pricing, Settings())
-    wall = time.perf_counter() - started
     optimized = work / f"{name}.taso.onnx"
-    save_model(result.model, optimized)
-    feeds = random_feeds(imported.graph)
-    check = compare_models(original, optimized, feeds)
-    o = result.outcome
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "taso_py", "optimize", str(original), "-o", str(optimized),
+                           "--cost", cost, "--json"], capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"taso optimize {name} failed: {done.stderr.strip()}")
+    report = json.loads(done.stdout)
     row: dict[str, Any] = {
-        "model": name, "size": size, "nodes": len(imported.graph),
-        "search_seconds": round(o.seconds, 2), "optimize_seconds": round(wall, 2),
-        "cost_model": pricing.name, "measuring_seconds": round(getattr(pricing, "seconds", 0.0), 2),
-        "ops_measured": getattr(pricing, "measured", 0),
-        "expanded": o.expanded, "stopped": o.stopped,
-        "cost_before_ms": o.original_cost, "cost_after_ms": o.cost,
-        "predicted_speedup": o.original_cost / o.cost if o.cost else 1.0,
-        "rules_applied": result.applied(), "rejected": result.rejected(), "check": check.to_json(),
+        "model": name, "size": size, "search_seconds": report["search"]["seconds"], "optimize_seconds": round(wall, 2),
+        "expanded": report["search"]["expanded"], "stopped": report["search"]["stopped"],
+        "cost": report["cost"], "predicted_speedup": report["cost"]["speedup"],
+        "rules_applied": report["rules_applied"], "rejected": report["rejected"], "check": report["check"],
+        "speed_check": report["speed"], "written": (report["speed"] or {}).get("kept", "optimized"),
     }
+    feeds = random_feeds(load_model(original).graph)
     for threads in THREADS:
         row[f"ort_{threads}t"] = latency(original, optimized, feeds, threads, runs).to_json()
     return row
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| model | search s | rewrites | predicted | ORT 1 thread (ms) | speedup | ORT 2 threads (ms) | speedup |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | search s | rewrites found | predicted | written | ORT 1 thread (ms) | speedup | "
+             "ORT 2 threads (ms) | speedup |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         rewrites = sum(a["count"] for a in r["rules_applied"])
         one, two = r["ort_1t"], r["ort_2t"]
         lines.append(f"| {r['model']} | {r['search_seconds']:.1f} | {rewrites} | {r['predicted_speedup']:.3f}x | "
+                     f"{r['written']} | "
                      f"{one['original_ms']:.2f} → {one['optimized_ms']:.2f} | {one['speedup']:.3f}x | "
                      f"{two['original_ms']:.2f} → {two['optimized_ms']:.2f} | {two['speedup']:.3f}x |")
     for threads in THREADS:
         g = math.exp(statistics.fmean(math.log(r[f"ort_{threads}t"]["speedup"]) for r in rows))
-        lines.append(f"| geometric mean, {threads} thread{'s' if threads > 1 else ''} | | | | | {g:.3f}x | | |")
+        lines.append(f"| geometric mean, {threads} thread{'s' if threads > 1 else ''} | | | | | | {g:.3f}x | | |")
     return "\n".join(lines)
 
 
