@@ -56,7 +56,8 @@ def run_model(name: str, size: str, runs: int, work: Path, cost: str = "measured
         "expanded": report["search"]["expanded"], "stopped": report["search"]["stopped"],
         "cost": report["cost"], "predicted_speedup": report["cost"]["speedup"],
         "rules_applied": report["rules_applied"], "rejected": report["rejected"], "check": report["check"],
-        "speed_check": report["speed"], "written": (report["speed"] or {}).get("kept", "optimized"),
+        "speed_check": report["speed"],
+        "written": (report["speed"] or {}).get("kept", "optimized") if report["rules_applied"] else "no rewrite",
     }
     feeds = random_feeds(load_model(original).graph)
     for threads in THREADS:

@@ -42,7 +42,7 @@ from taso_py.search.backtracking import Settings
               help="Seconds of search.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for ties and the check's inputs.")
 @click.option("--threads", type=click.IntRange(min=0), default=0,
-              help="ORT threads for measuring costs (default: all cores).")
+              help="ORT threads for measuring costs and timing the result (default: all cores).")
 @click.option("--speed-runs", type=click.IntRange(min=0), default=10, show_default=True,
               help="Runs of each model timed in ONNX Runtime to confirm the result is faster "
                    "(0: trust the cost model).")

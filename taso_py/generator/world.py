@@ -35,11 +35,9 @@ class World:
     name: str
     inputs: tuple[Input, ...]
     ops: tuple[str, ...]  # the operators enumerated over these inputs
-    extra_ops: int = 0  # how much larger than --max-ops its graphs may be: a world of few operators
-    #                     can go deeper, and merges with biases need one more (weight-only) concat
-    # Which operators may take only weights, and which may take data (None: all of `ops`)
-    weight_ops: tuple[str, ...] | None = None
-    data_ops: tuple[str, ...] | None = None
+    extra_ops: int = 0  # operators beyond --max-ops: a narrow world can afford to go deeper
+    weight_ops: tuple[str, ...] | None = None  # the operators that may take weights only (None: all)
+    data_ops: tuple[str, ...] | None = None  # the operators that may take data (None: all)
 
     def may_apply(self, op: str, weights_only: bool) -> bool:
         allowed = self.weight_ops if weights_only else self.data_ops
