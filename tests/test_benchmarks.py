@@ -27,7 +27,8 @@ def test_optimize_suite_on_a_small_model(tmp_path: Path, monkeypatch: pytest.Mon
     optimize_suite.main(["--size", "small", "--models", "nasrnn", "--runs", "3", "--out", str(tmp_path)])
     doc = json.loads((tmp_path / "optimize_suite.json").read_text())
     (row,) = doc["rows"]
-    assert row["check"]["ok"] and row["ort_2t"]["original_ms"] > 0 and row["written"] in ("optimized", "original", "no rewrite")
+    assert row["check"]["ok"] and row["ort_2t"]["original_ms"] > 0
+    assert row["written"] in ("optimized", "original", "no rewrite")
     assert (tmp_path / "optimize_suite.png").stat().st_size > 1000
 
 
