@@ -16,6 +16,7 @@ from taso_py.generator.implied import derivable
 from taso_py.generator.pipeline import Checkpoint, Settings, generate
 from taso_py.generator.world import WORLDS, Input, World
 from taso_py.library.syntax import format_expr, format_rule, format_term, parse_rule
+from taso_py.library.terms import term_names
 from verifier.prover import prove
 
 MATRIX = {"a": [4, 4], "b": [4, 4], "c": [4, 4]}
@@ -96,6 +97,32 @@ def test_pairs_include_the_multi_output_matmul_merge():
              "split(matmul(a, concat(a, b, axis=1)), axis=1, sizes=[dim(a, 1), dim(b, 1)])[1]) == "
              "(matmul(a, a), matmul(a, b))")
     assert merge in rules
+
+
+# a narrow world as the shipped conv-bias one, with 1x1 kernels only so that it enumerates quickly
+BIASED = World("biased", (Input("x", (1, 3, 4, 4)), Input("w", (2, 3, 1, 1), weight=True),
+                          Input("v", (2, 3, 1, 1), weight=True), Input("p", (2,), weight=True),
+                          Input("q", (2,), weight=True)),
+               ("conv2d", "concat", "split"), extra_ops=1, weight_ops=("concat",), data_ops=("conv2d", "split"))
+
+
+def test_a_narrow_world_pairs_the_merge_of_two_convolutions_with_biases():
+    graphs = [g for r in range(shard_count(BIASED, 0)) for g in enumerate_shard(BIASED, r, 4, 0)]
+    rules = {cand.canonical(cand.rule_of(g, rep))[1] for g, rep in cand.pair(graphs)}
+    conv = "stride=[1, 1], pad=[0, 0, 0, 0], groups=1, act=none"
+    merged = (f"split(conv2d(a, concat(b, c, axis=0), concat(d, e, axis=0), {conv}), axis=1, "
+              "sizes=[dim(b, 0), dim(c, 0)])")
+    assert f"({merged}[0], {merged}[1]) == (conv2d(a, b, d, {conv}), conv2d(a, c, e, {conv}))" in rules
+    outputs = [t for g in graphs for t in g.outputs]
+    assert all(("tensor", "x") in set(term_names(t)) for t in outputs)  # weights alone would be folded away
+    texts = [format_term(t) for t in outputs]
+    assert not any(t.startswith("concat(conv2d") or "conv2d(conv2d" in t for t in texts)  # data_ops
+
+
+def test_worlds_keep_their_depth_and_roles_when_operators_are_chosen():
+    (biased,) = [w for w in Settings(ops=("conv2d", "split")).worlds() if w.name == "conv-bias"]
+    assert biased.ops == ("conv2d", "split") and biased.extra_ops == 1 and biased.weight_ops == ("concat", "enlarge")
+    assert biased.may_apply("concat", weights_only=True) and not biased.may_apply("concat", weights_only=False)
 
 
 def test_second_test_rejects_a_wrong_rule():
