@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     names = list(BLOCKS) if args.blocks else [n for n in args.models.split(",") if n]
     unknown = [n for n in names if n not in MODELS and n not in BLOCKS]
     if unknown:
-        parser.error(f"unknown model {unknown[0]!r} (known: {', '.join(MODELS)})")
+        parser.error(f"unknown model {unknown[0]!r} (known: {', '.join([*MODELS, *BLOCKS])})")
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
