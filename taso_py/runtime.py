@@ -7,7 +7,7 @@ import os
 import statistics
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -60,20 +60,19 @@ def run(model: onnx.ModelProto | str | Path, feeds: Mapping[str, np.ndarray], th
 
 @dataclass(frozen=True)
 class Latency:
-    """Median milliseconds of a reference and a candidate model, timed in turn in one process."""
+    """Median milliseconds of an original and an optimized model, timed in turn in one process."""
 
-    reference_ms: float
-    candidate_ms: float
+    original_ms: float
+    optimized_ms: float
     runs: int
     threads: int
 
     @property
     def speedup(self) -> float:
-        return self.reference_ms / self.candidate_ms
+        return self.original_ms / self.optimized_ms
 
     def to_json(self) -> dict:
-        return {"original_ms": self.reference_ms, "optimized_ms": self.candidate_ms, "speedup": self.speedup,
-                "runs": self.runs, "threads": self.threads}
+        return {**asdict(self), "speedup": self.speedup}
 
 
 def latency(reference: onnx.ModelProto | str | Path, candidate: onnx.ModelProto | str | Path,

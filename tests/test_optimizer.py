@@ -219,7 +219,7 @@ def test_optimizing_random_graphs_never_changes_their_outputs(g: Graph):
 
 # ---- the command ------------------------------------------------------------------------------
 
-def _two_matmuls(path: Path, opset: int = 17, count: int = 2) -> Path:
+def _parallel_matmuls(path: Path, opset: int = 17, count: int = 2) -> Path:
     rng = np.random.default_rng(0)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 64])
     outs = [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [16, 64]) for i in range(count)]
@@ -235,7 +235,7 @@ def _taso(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 
 
 def test_optimize_writes_a_checked_model_and_a_json_report(tmp_path: Path):
-    model = _two_matmuls(tmp_path / "m.onnx")
+    model = _parallel_matmuls(tmp_path / "m.onnx")
     before = model.read_bytes()
     result = _taso("optimize", str(model), "--cost", "analytical", "--json")
     assert result.returncode == 0, result.stderr
@@ -252,7 +252,7 @@ def test_optimize_writes_a_checked_model_and_a_json_report(tmp_path: Path):
 
 
 def test_optimize_times_the_rewrite_in_ort_and_keeps_it_only_if_faster(tmp_path: Path):
-    model = _two_matmuls(tmp_path / "m.onnx", count=4)
+    model = _parallel_matmuls(tmp_path / "m.onnx", count=4)
     result = _taso("optimize", str(model), "--cost", "analytical", "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
@@ -268,7 +268,7 @@ def test_optimize_times_the_rewrite_in_ort_and_keeps_it_only_if_faster(tmp_path:
 ])
 def test_optimize_writes_the_rewrite_only_if_ort_runs_it_faster(tmp_path: Path, flags: list[str], kept: str | None,
                                                                matmuls: int):
-    model = _two_matmuls(tmp_path / "m.onnx", count=4)
+    model = _parallel_matmuls(tmp_path / "m.onnx", count=4)
     result = _taso("optimize", str(model), "--cost", "analytical", "--json", *flags)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
@@ -297,7 +297,7 @@ def test_optimize_refuses_a_model_a_wrong_rule_would_break(tmp_path: Path):
 
 
 def test_optimize_bad_input_is_one_line_and_exit_2(tmp_path: Path):
-    model = _two_matmuls(tmp_path / "m.onnx")
+    model = _parallel_matmuls(tmp_path / "m.onnx")
     corrupt = tmp_path / "bad.json"
     corrupt.write_text("{not json")
     cases = [("optimize", str(tmp_path / "missing.onnx")),

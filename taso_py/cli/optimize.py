@@ -107,8 +107,8 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
             t = speed[0]
             verdict = ("" if kept == "optimized" else f"; below --min-speedup {min_speedup:g}, so the original graph "
                        "was written instead")
-            console.print(f"ONNX Runtime, {t.threads} threads, median of {t.runs} runs: {t.reference_ms:.3f} → "
-                          f"{t.candidate_ms:.3f} ms ({t.speedup:.3f}x){verdict}", highlight=False)
+            console.print(f"ONNX Runtime, {t.threads} threads, median of {t.runs} runs: {t.original_ms:.3f} → "
+                          f"{t.optimized_ms:.3f} ms ({t.speedup:.3f}x){verdict}", highlight=False)
         console.print(f"wrote {target}", highlight=False)
 
 
