@@ -257,7 +257,7 @@ def test_optimize_times_the_rewrite_in_ort_and_keeps_it_only_if_faster(tmp_path:
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     speed = report["speed"]
-    assert report["rules_applied"] and speed["runs"] == 10 and speed["original_ms"] > 0 and speed["optimized_ms"] > 0
+    assert report["rules_applied"] and speed["runs"] >= 10 and speed["original_ms"] > 0 and speed["optimized_ms"] > 0
     merged = [n.op_type for n in onnx.load(tmp_path / "m.taso.onnx").graph.node].count("MatMul") == 1
     assert merged == (speed["kept"] == "optimized") == (speed["speedup"] >= 1.0)
 

@@ -44,8 +44,8 @@ from taso_py.search.backtracking import Settings
 @click.option("--threads", type=click.IntRange(min=0), default=0,
               help="ORT threads for measuring costs and timing the result (default: all cores).")
 @click.option("--speed-runs", type=click.IntRange(min=0), default=10, show_default=True,
-              help="Runs of each model timed in ONNX Runtime to confirm the result is faster "
-                   "(0: trust the cost model).")
+              help="Runs of each model (at least; timing goes on for a second) in ONNX Runtime to confirm "
+                   "the result is faster (0: trust the cost model).")
 @click.option("--min-speedup", type=click.FloatRange(min=0.0), default=1.0, show_default=True,
               help="Keep the rewritten model only if ONNX Runtime runs it at least this much faster; "
                    "otherwise write the original graph.")
@@ -107,7 +107,7 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
             t = speed[0]
             verdict = ("" if kept == "optimized" else f"; below --min-speedup {min_speedup:g}, so the original graph "
                        "was written instead")
-            console.print(f"ONNX Runtime, {t.threads} threads, median of {t.runs} runs: {t.original_ms:.3f} → "
+            console.print(f"ONNX Runtime, {t.threads} threads, median of {t.runs} runs each: {t.original_ms:.3f} → "
                           f"{t.optimized_ms:.3f} ms ({t.speedup:.3f}x){verdict}", highlight=False)
         console.print(f"wrote {target}", highlight=False)
 
