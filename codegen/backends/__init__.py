@@ -1,0 +1,1 @@
+"""Code generation backends: C (CPU), CUDA and the simulated accelerator."""

@@ -1,0 +1,104 @@
+"""Compile generated C with gcc into a shared library, cached by content hash, loaded via ctypes."""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from codegen.errors import CodegenError
+from codegen.lower.ir import Buffer, PrimFunc
+
+CFLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11", "-fno-math-errno",
+          "-Wno-unused-variable", "-Wno-unknown-pragmas")
+
+
+def cache_dir() -> Path:
+    """Where compiled kernels are kept: $TASO_CACHE, else ~/.cache/taso-py."""
+    root = os.environ.get("TASO_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "taso-py")
+    path = Path(root) / "kernels"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def compiler() -> str:
+    cc = os.environ.get("CC", "gcc")
+    if shutil.which(cc) is None:
+        raise CodegenError(f"no C compiler: {cc!r} is not on PATH (install gcc or set CC)")
+    return cc
+
+
+def compile_shared(source: str, out: Path | None = None, extra: Sequence[str] = ()) -> Path:
+    """A shared library built from `source`; rebuilt only when the source or flags change."""
+    cc = compiler()
+    flags = list(CFLAGS) + list(extra)
+    digest = hashlib.sha256((cc + " ".join(flags) + "\n" + source).encode()).hexdigest()[:20]
+    target = out or cache_dir() / f"k_{digest}.so"
+    if target.exists() and out is None:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="taso-cc-") as tmp:
+        c_file = Path(tmp) / "kernel.c"
+        c_file.write_text(source)
+        so_tmp = Path(tmp) / "kernel.so"
+        proc = subprocess.run([cc, *flags, str(c_file), "-o", str(so_tmp), "-lm"], capture_output=True, text=True)
+        if proc.returncode != 0:
+            first = next((ln for ln in proc.stderr.splitlines() if "error" in ln), proc.stderr.strip()[:300])
+            raise CodegenError(f"gcc failed on generated code: {first}")
+        fd, staged = tempfile.mkstemp(dir=target.parent, suffix=".so.tmp")
+        os.close(fd)
+        shutil.copyfile(so_tmp, staged)
+        os.replace(staged, target)
+    return target
+
+
+@dataclass
+class Kernel:
+    """A compiled kernel, called with numpy arrays of its parameters' shapes and dtypes."""
+
+    name: str
+    params: list[Buffer]
+    fn: ctypes._CFuncPtr  # type: ignore[name-defined]
+
+    def __call__(self, *arrays: np.ndarray) -> None:
+        if len(arrays) != len(self.params):
+            raise CodegenError(f"kernel {self.name!r} takes {len(self.params)} arrays, got {len(arrays)}")
+        for a, b in zip(arrays, self.params):
+            if a.shape != b.shape or a.dtype != np.dtype(b.dtype) or not a.flags.c_contiguous:
+                raise CodegenError(f"kernel {self.name!r}: {b.name} needs a contiguous {b.dtype} array of shape "
+                                   f"{b.shape}, got {a.dtype} {a.shape}")
+        self.fn(*[a.ctypes.data for a in arrays])
+
+
+class Module:
+    """A loaded shared library and its kernels by name."""
+
+    def __init__(self, path: Path, funcs: Sequence[PrimFunc], source: str) -> None:
+        self.path = path
+        self.source = source
+        self.lib = ctypes.CDLL(str(path))
+        self.kernels: dict[str, Kernel] = {}
+        for f in funcs:
+            fn = getattr(self.lib, f.name)
+            fn.restype = None
+            fn.argtypes = [ctypes.c_void_p] * len(f.params)
+            self.kernels[f.name] = Kernel(f.name, f.params, fn)
+
+    def __getitem__(self, name: str) -> Kernel:
+        return self.kernels[name]
+
+
+def build(funcs: PrimFunc | Sequence[PrimFunc], out: Path | None = None) -> Module:
+    """C for the kernels, compiled and loaded."""
+    from codegen.backends.c.emit import CEmitter
+    funcs = [funcs] if isinstance(funcs, PrimFunc) else list(funcs)
+    source = CEmitter().module(funcs)
+    return Module(compile_shared(source, out), funcs, source)

@@ -1,0 +1,338 @@
+"""Lowered IR -> C with OpenMP and SIMD.
+
+`CEmitter` holds the C spelling of every construct; the CUDA backend subclasses it and
+overrides only what differs (qualifiers, thread indices, math names), as tinygrad's
+renderers do. Vectorized loops become GCC vector-extension code when every access is
+contiguous or loop-invariant, and an `omp simd` loop otherwise; a local buffer touched only
+by such vector code is declared as an array of vectors, so a register-blocked accumulator
+stays in registers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from codegen.errors import CodegenError
+from codegen.lower.ir import (
+    Allocate, Buffer, For, IfThenElse, Intrinsic, LetStmt, PrimFunc, Seq, Stmt, Store, walk_stmts,
+)
+from codegen.lower.printer import Names
+from codegen.lower.simplify import Ranges, bounds, linear, simplify
+from codegen.schedule.schedule import LoopKind
+from codegen.te.expr import Binary, Call, Cast, Const, Expr, Load, Not, Select, Var, substitute, walk
+
+C_TYPES = {"float32": "float", "float64": "double", "int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t",
+           "int32": "int32_t", "int64": "int64_t", "bool": "bool"}
+
+PRELUDE = r"""#include <math.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+static inline int32_t fdiv_i32(int32_t a, int32_t b) { int32_t q = a / b; return q - ((a % b != 0) & ((a < 0) != (b < 0))); }
+static inline int32_t fmod_i32(int32_t a, int32_t b) { int32_t r = a % b; return r + ((r != 0) & ((r < 0) != (b < 0))) * b; }
+static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+"""
+
+SMALL_LOCAL = 64 * 1024  # bytes: local buffers up to this size live on the stack
+
+
+@dataclass(frozen=True)
+class VecType:
+    lanes: int
+    dtype: str
+
+    @property
+    def name(self) -> str:
+        return f"v{self.lanes}_{self.dtype}"
+
+    @property
+    def unaligned(self) -> str:
+        return f"{self.name}_u"
+
+
+class CEmitter:
+    """One C translation unit for a list of kernels."""
+
+    restrict = "restrict"
+    func_prefix = ""
+
+    def __init__(self) -> None:
+        self.vec_types: set[VecType] = set()
+        self.intrinsics: set[str] = set()
+
+    # ---- entry points ---------------------------------------------------------------------
+
+    def module(self, funcs: list[PrimFunc]) -> str:
+        bodies = [self.function(f) for f in funcs]
+        types = "".join(self.vec_typedef(v) for v in sorted(self.vec_types, key=lambda v: (v.dtype, v.lanes)))
+        from codegen.backends.c.micro import intrinsic_source
+        helpers = "".join(intrinsic_source(n) for n in sorted(self.intrinsics))
+        return PRELUDE + types + helpers + "\n" + "\n".join(bodies)
+
+    def function(self, f: PrimFunc) -> str:
+        self.names = Names(sanitize=True)
+        self.ranges: Ranges = {}
+        self.vector_bufs = _vector_buffers(f.body)
+        params = ", ".join(f"{C_TYPES[b.dtype]}* {self.restrict} {self.names(b)}" for b in f.params)
+        lines = [f"{self.func_prefix}void {f.name}({params}) {{"]
+        lines += list(self.stmt(f.body, 1, in_parallel=False))
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+    # ---- statements ------------------------------------------------------------------------
+
+    def stmt(self, s: Stmt, depth: int, in_parallel: bool) -> Iterator[str]:
+        pad = "  " * depth
+        if isinstance(s, Seq):
+            for x in s.stmts:
+                yield from self.stmt(x, depth, in_parallel)
+        elif isinstance(s, For):
+            yield from self.loop(s, depth, in_parallel)
+        elif isinstance(s, Allocate):
+            yield from self.allocate(s, depth, in_parallel)
+        elif isinstance(s, Store):
+            yield f"{pad}{self.names(s.buffer)}[{self.expr(s.index)}] = {self.expr(s.value)};"
+        elif isinstance(s, IfThenElse):
+            yield f"{pad}if ({self.expr(s.cond)}) {{"
+            yield from self.stmt(s.then, depth + 1, in_parallel)
+            if s.otherwise is not None:
+                yield f"{pad}}} else {{"
+                yield from self.stmt(s.otherwise, depth + 1, in_parallel)
+            yield f"{pad}}}"
+        elif isinstance(s, LetStmt):
+            yield f"{pad}{{ const {C_TYPES[s.var.dtype]} {self.names(s.var)} = {self.expr(s.value)};"
+            yield from self.stmt(s.body, depth + 1, in_parallel)
+            yield f"{pad}}}"
+        elif isinstance(s, Intrinsic):
+            yield from self.intrinsic(s, depth)
+        else:
+            raise CodegenError(f"the C backend cannot emit {type(s).__name__}")
+
+    def loop(self, s: For, depth: int, in_parallel: bool) -> Iterator[str]:
+        pad = "  " * depth
+        v = self.names(s.var)
+        self.ranges[s.var] = (0, s.extent - 1)
+        header = f"{pad}for (int32_t {v} = 0; {v} < {s.extent}; ++{v}) {{"
+        if s.kind is LoopKind.VECTORIZED:
+            vec = self.vector_loop(s, depth)
+            if vec is not None:
+                yield from vec
+                return
+            yield f"{pad}#pragma omp simd"
+        elif s.kind is LoopKind.PARALLEL and not in_parallel:
+            yield f"{pad}#pragma omp parallel for schedule(static)"
+            in_parallel = True
+        elif s.kind is LoopKind.UNROLLED:
+            yield f"{pad}#pragma GCC unroll {min(s.extent, 64)}"
+        elif s.kind is LoopKind.THREAD:
+            raise CodegenError(f"loop {s.var.name!r} is bound to {s.thread_tag}: use the cuda target")
+        yield header
+        yield from self.stmt(s.body, depth + 1, in_parallel)
+        yield f"{pad}}}"
+
+    def allocate(self, s: Allocate, depth: int, in_parallel: bool) -> Iterator[str]:
+        pad = "  " * depth
+        b = s.buffer
+        name = self.names(b)
+        ctype = C_TYPES[b.dtype]
+        nbytes = b.size * np.dtype(b.dtype).itemsize
+        vt = self.vector_bufs.get(b)
+        if vt is not None:
+            self.vec_types.add(vt)
+            yield f"{pad}{vt.name} {name}[{b.size // vt.lanes}];"
+            yield from self.stmt(s.body, depth, in_parallel)
+        elif b.scope != "global" and nbytes <= SMALL_LOCAL:
+            yield f"{pad}{ctype} {name}[{b.size}] __attribute__((aligned(64)));"
+            yield from self.stmt(s.body, depth, in_parallel)
+        else:
+            size = -(-nbytes // 64) * 64
+            yield f"{pad}{ctype}* {self.restrict} {name} = ({ctype}*)aligned_alloc(64, {size});"
+            yield f"{pad}{{"
+            yield from self.stmt(s.body, depth + 1, in_parallel)
+            yield f"{pad}}}"
+            yield f"{pad}free({name});"
+
+    def intrinsic(self, s: Intrinsic, depth: int) -> Iterator[str]:
+        from codegen.backends.c.micro import intrinsic_call
+        self.intrinsics.add(intrinsic_call(s)[0])
+        yield "  " * depth + intrinsic_call(s, self.names, self.expr)[1]
+
+    # ---- vector code -------------------------------------------------------------------------
+
+    def vector_loop(self, s: For, depth: int) -> list[str] | None:
+        """The loop as vector-extension statements, or None when an access is not contiguous."""
+        stores = [x for x in (s.body.stmts if isinstance(s.body, Seq) else (s.body,))]
+        if not all(isinstance(x, Store) for x in stores):
+            return None
+        vt = None
+        for st in stores:
+            assert isinstance(st, Store)
+            if _stride(st.index, s.var) != 1 or st.buffer.dtype not in ("float32", "int32"):
+                return None
+            vt = VecType(s.extent, st.buffer.dtype)
+        if vt is None or any(x.dtype != vt.dtype for st in stores for x in walk(st.value)  # type: ignore[attr-defined]
+                             if not _is_index(x)):
+            return None
+        out = []
+        pad = "  " * depth
+        for st in stores:
+            assert isinstance(st, Store)
+            value = self.vexpr(st.value, s.var, vt)
+            if value is None:
+                return None
+            out.append(f"{pad}{self.vstore(st.buffer, st.index, s.var, vt)} = {value};")
+        self.vec_types.add(vt)
+        return out
+
+    def vptr(self, buf: Buffer, index: Expr, var: Var, vt: VecType) -> str:
+        base = simplify(substitute(index, {var: Const(0)}), self.ranges)
+        vb = self.vector_bufs.get(buf)
+        if vb is not None:
+            return f"{self.names(buf)}[{self.expr(simplify(base // vb.lanes, self.ranges))}]"
+        return f"*({vt.unaligned}*)(&{self.names(buf)}[{self.expr(base)}])"
+
+    vstore = vptr
+
+    def vexpr(self, e: Expr, var: Var, vt: VecType) -> str | None:
+        if var not in {x for x in walk(e) if isinstance(x, Var)}:
+            return f"(({vt.name}){{}} + ({self.expr(e)}))" if not _is_index(e) else None
+        if isinstance(e, Load):
+            return self.vptr(e.buffer, e.index, var, vt) if _stride(e.index, var) == 1 else None
+        if isinstance(e, Binary) and e.op in ("+", "-", "*", "/"):
+            a, b = self.vexpr(e.a, var, vt), self.vexpr(e.b, var, vt)
+            return None if a is None or b is None else f"({a} {e.op} {b})"
+        if isinstance(e, Binary) and e.op in ("min", "max"):
+            a, b = self.vexpr(e.a, var, vt), self.vexpr(e.b, var, vt)
+            if a is None or b is None:
+                return None
+            return f"v{e.op}_{vt.name}({a}, {b})"
+        return None
+
+    def vec_typedef(self, v: VecType) -> str:
+        c = C_TYPES[v.dtype]
+        n = v.lanes * np.dtype(v.dtype).itemsize
+        mask = f"v{v.lanes}_mask_{v.dtype}"
+        itype = "int32_t" if np.dtype(v.dtype).itemsize == 4 else "int64_t"
+        return (f"typedef {c} {v.name} __attribute__((vector_size({n})));\n"
+                f"typedef {c} {v.unaligned} __attribute__((vector_size({n}), aligned({np.dtype(v.dtype).itemsize})));\n"
+                f"typedef {itype} {mask} __attribute__((vector_size({n})));\n"
+                f"static inline {v.name} vmax_{v.name}({v.name} a, {v.name} b) {{ {mask} m = a > b; "
+                f"return ({v.name})((m & ({mask})a) | (~m & ({mask})b)); }}\n"
+                f"static inline {v.name} vmin_{v.name}({v.name} a, {v.name} b) {{ {mask} m = a < b; "
+                f"return ({v.name})((m & ({mask})a) | (~m & ({mask})b)); }}\n")
+
+    # ---- expressions ---------------------------------------------------------------------------
+
+    def expr(self, e: Expr) -> str:
+        if isinstance(e, Const):
+            return self.const(e)
+        if isinstance(e, Var):
+            return self.names(e)
+        if isinstance(e, Load):
+            if e.buffer in self.vector_bufs:
+                raise CodegenError(f"buffer {e.buffer.name!r} is read outside vector code")
+            return f"{self.names(e.buffer)}[{self.expr(e.index)}]"
+        if isinstance(e, Binary):
+            a, b = self.expr(e.a), self.expr(e.b)
+            if e.op in ("min", "max"):
+                return f"{e.op.upper()}({a}, {b})"
+            if e.op in ("//", "%"):
+                if e.a.dtype in ("float32", "float64"):
+                    return f"floorf({a} / {b})" if e.op == "//" else f"fmodf({a}, {b})"
+                lo_a, _ = bounds(e.a, self.ranges)
+                lo_b, _ = bounds(e.b, self.ranges)
+                if lo_a >= 0 and lo_b > 0:
+                    return f"({a} {'/' if e.op == '//' else '%'} {b})"
+                return f"{'fdiv_i32' if e.op == '//' else 'fmod_i32'}({a}, {b})"
+            return f"({a} {e.op} {b})"
+        if isinstance(e, Not):
+            return f"(!{self.expr(e.a)})"
+        if isinstance(e, Select):
+            return f"({self.expr(e.cond)} ? {self.expr(e.t)} : {self.expr(e.f)})"
+        if isinstance(e, Cast):
+            return f"(({C_TYPES[e.dtype]})({self.expr(e.value)}))"
+        if isinstance(e, Call):
+            return self.call(e)
+        raise CodegenError(f"the C backend cannot emit expression {type(e).__name__}")
+
+    def const(self, e: Const) -> str:
+        if e.dtype == "bool":
+            return "true" if e.value else "false"
+        if e.dtype in ("float32", "float64"):
+            v = float(e.value)
+            suffix = "f" if e.dtype == "float32" else ""
+            if math.isinf(v):
+                return f"({'-' if v < 0 else ''}INFINITY)"
+            return f"{v!r}{suffix}"
+        if e.dtype == "int64":
+            return f"{int(e.value)}LL"
+        return str(int(e.value))
+
+    def call(self, e: Call) -> str:
+        args = ", ".join(self.expr(a) for a in e.args)
+        if e.name == "sigmoid":
+            return f"sigmoidf({args})" if e.dtype == "float32" else f"(1.0 / (1.0 + exp(-({args}))))"
+        return f"{e.name}{'f' if e.dtype == 'float32' else ''}({args})"
+
+
+def _is_index(e: Expr) -> bool:
+    return e.dtype in ("int32", "int64", "bool") and not isinstance(e, Load)
+
+
+def _stride(index: Expr, var: Var) -> int | None:
+    """The coefficient of `var` in a linear index, None when it is not linear in it."""
+    lin = linear(simplify(index))
+    for atom in lin.terms:
+        if atom is not var and var in {x for x in walk(atom) if isinstance(x, Var)}:
+            return None
+    return lin.terms.get(var, 0)
+
+
+def _vector_buffers(body: Stmt) -> dict[Buffer, VecType]:
+    """Local buffers whose every access is a whole, aligned vector of one vectorized loop."""
+    local = {s.buffer for s in walk_stmts(body) if isinstance(s, Allocate) and s.buffer.scope == "local"
+             and s.buffer.size * np.dtype(s.buffer.dtype).itemsize <= SMALL_LOCAL}
+    lanes: dict[Buffer, set[int]] = {b: set() for b in local}
+    ok = dict.fromkeys(local, True)
+
+    def visit(s: Stmt, vloop: For | None) -> None:
+        if isinstance(s, For):
+            inner = s if s.kind is LoopKind.VECTORIZED else None
+            if vloop is not None:
+                inner = None
+            visit(s.body, inner or vloop)
+            return
+        if isinstance(s, Store) or isinstance(s, IfThenElse):
+            exprs = [s.index, s.value] if isinstance(s, Store) else [s.cond]
+            accesses = [(s.buffer, s.index)] if isinstance(s, Store) else []
+            for e in exprs:
+                accesses += [(x.buffer, x.index) for x in walk(e) if isinstance(x, Load)]
+            for buf, idx in accesses:
+                if buf not in ok:
+                    continue
+                if vloop is None or isinstance(s, IfThenElse) or _stride(idx, vloop.var) != 1 \
+                        or not _aligned(idx, vloop):
+                    ok[buf] = False
+                else:
+                    lanes[buf].add(vloop.extent)
+        for child in (s.stmts if isinstance(s, Seq) else
+                      (s.body,) if isinstance(s, (Allocate, LetStmt)) else
+                      (s.then,) + ((s.otherwise,) if s.otherwise else ()) if isinstance(s, IfThenElse) else ()):
+            visit(child, vloop)
+
+    visit(body, None)
+    return {b: VecType(next(iter(lanes[b])), b.dtype) for b in local
+            if ok[b] and len(lanes[b]) == 1 and b.size % next(iter(lanes[b])) == 0 and b.dtype == "float32"}
+
+
+def _aligned(index: Expr, vloop: For) -> bool:
+    lin = linear(simplify(index))
+    return lin.constant % vloop.extent == 0 and all(
+        c % vloop.extent == 0 for a, c in lin.terms.items() if a is not vloop.var)

@@ -1,0 +1,64 @@
+"""Tensor intrinsics: what `Stage.tensorize` maps an inner tile onto.
+
+An intrinsic states the inner loop extents it replaces and checks that the stage computes
+what it computes; a backend emits the call by the intrinsic's name. The GEMM update below
+is the one the CPU backend (a register-blocked micro-kernel) and the accelerator share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from codegen.errors import ScheduleError
+from codegen.te.expr import Binary, Cast, Expr
+from codegen.te.tensor import Reduce, Tensor, TensorRead
+
+
+@dataclass(frozen=True)
+class GemmIntrin:
+    """C[m, n] += sum_k A[m, k] * B[k, n] on an (m, n, k) tile; `reset` zeroes C first.
+
+    Its regions, in order: the output tile, then A's and B's tiles (flat offsets into their
+    buffers, whose strides the backend reads).
+    """
+
+    name: str
+    m: int
+    n: int
+    k: int
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"m": self.m, "n": self.n, "k": self.k}
+
+    @property
+    def loop_extents(self) -> tuple[int, int, int]:
+        return (self.m, self.n, self.k)
+
+    def check(self, stage: Any, body: Expr) -> None:
+        if not (isinstance(body, Reduce) and body.combiner == "sum" and len(body.axes) == 1):
+            raise ScheduleError(f"tensorize {self.name!r}: stage {stage.name!r} is not a sum over one axis")
+        src = body.source
+        while isinstance(src, Cast):
+            src = src.value
+        if not (isinstance(src, Binary) and src.op == "*"):
+            raise ScheduleError(f"tensorize {self.name!r}: stage {stage.name!r} does not sum a product")
+        leaf = stage.leaf[-3:]
+        if [iv.reduce for iv in leaf] != [False, False, True]:
+            raise ScheduleError(f"tensorize {self.name!r}: the inner loops of {stage.name!r} must be "
+                                f"(row, column, reduction), got ({', '.join(iv.name for iv in leaf)})")
+
+    def input_order(self, body: Expr) -> list[Tensor]:
+        assert isinstance(body, Reduce)
+        src = body.source
+        while isinstance(src, Cast):
+            src = src.value
+        reads = []
+        for side in (src.a, src.b):  # type: ignore[attr-defined]
+            while isinstance(side, Cast):
+                side = side.value
+            if not isinstance(side, TensorRead):
+                raise ScheduleError(f"tensorize {self.name!r}: both factors must be tensor reads")
+            reads.append(side.tensor)
+        return reads

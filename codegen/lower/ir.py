@@ -1,0 +1,178 @@
+"""The lowered loop IR: buffers, loops, stores and intrinsic calls (TVM's `tir`, much smaller).
+
+Expressions are `codegen.te.expr` nodes with `Load` for buffer reads; statements are the
+frozen dataclasses below. Every backend (C, CUDA, the accelerator) consumes this IR, and
+`codegen.lower.printer` prints it so a user can see what a schedule did.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from codegen.schedule.schedule import LoopKind
+from codegen.te.expr import Expr, Var
+
+
+@dataclass(frozen=True, eq=False)
+class Buffer:
+    """A flat, row-major array; `scope` is global (argument or heap), local, shared or an on-chip buffer."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    scope: str = "global"
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        out, acc = [], 1
+        for s in reversed(self.shape):
+            out.append(acc)
+            acc *= s
+        return tuple(reversed(out))
+
+    def __repr__(self) -> str:
+        return f"Buffer({self.name}, {self.shape}, {self.dtype}, {self.scope})"
+
+
+class Stmt:
+    """Base of the statements."""
+
+    def __str__(self) -> str:
+        from codegen.lower.printer import stmt_str
+        return stmt_str(self)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class For(Stmt):
+    var: Var
+    extent: int
+    kind: LoopKind
+    body: Stmt
+    thread_tag: str = ""
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Allocate(Stmt):
+    buffer: Buffer
+    body: Stmt
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Store(Stmt):
+    buffer: Buffer
+    index: Expr
+    value: Expr
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class IfThenElse(Stmt):
+    cond: Expr
+    then: Stmt
+    otherwise: Stmt | None = None
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Seq(Stmt):
+    stmts: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class LetStmt(Stmt):
+    var: Var
+    value: Expr
+    body: Stmt
+
+
+@dataclass(frozen=True)
+class Region:
+    """The tile of a buffer a tensorized loop nest touches: the flat offset of its origin and,
+    per replaced loop, how far one step of that loop moves in the buffer (0: not at all)."""
+
+    buffer: Buffer
+    offset: Expr
+    loop_strides: tuple[int, ...]
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Intrinsic(Stmt):
+    """A call of a tensor intrinsic on tiles (from `tensorize`); backends know each by name."""
+
+    name: str
+    regions: tuple[Region, ...]  # output first
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PrimFunc:
+    """A lowered kernel: its buffer parameters (inputs then outputs) and its body."""
+
+    name: str
+    params: list[Buffer]
+    body: Stmt
+
+    def __str__(self) -> str:
+        from codegen.lower.printer import func_str
+        return func_str(self)
+
+
+def seq(stmts: Sequence[Stmt]) -> Stmt:
+    flat: list[Stmt] = []
+    for s in stmts:
+        flat.extend(s.stmts if isinstance(s, Seq) else (s,))
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+def stmt_children(s: Stmt) -> Iterator[Stmt]:
+    if isinstance(s, (For, Allocate, LetStmt)):
+        yield s.body
+    elif isinstance(s, IfThenElse):
+        yield s.then
+        if s.otherwise is not None:
+            yield s.otherwise
+    elif isinstance(s, Seq):
+        yield from s.stmts
+
+
+def walk_stmts(s: Stmt) -> Iterator[Stmt]:
+    stack = [s]
+    while stack:
+        x = stack.pop()
+        yield x
+        stack.extend(reversed(list(stmt_children(x))))
+
+
+def map_stmt(s: Stmt, f: Callable[[Stmt], Stmt]) -> Stmt:
+    """`s` with `f` applied to each direct child statement."""
+    if isinstance(s, For):
+        return For(s.var, s.extent, s.kind, f(s.body), s.thread_tag)
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, f(s.body))
+    if isinstance(s, LetStmt):
+        return LetStmt(s.var, s.value, f(s.body))
+    if isinstance(s, IfThenElse):
+        return IfThenElse(s.cond, f(s.then), None if s.otherwise is None else f(s.otherwise))
+    if isinstance(s, Seq):
+        return seq([f(x) for x in s.stmts])
+    return s
+
+
+def map_exprs(s: Stmt, f: Callable[[Expr], Expr]) -> Stmt:
+    """`s` with `f` applied to every expression it holds, at any depth."""
+    def go(x: Stmt) -> Stmt:
+        if isinstance(x, Store):
+            return Store(x.buffer, f(x.index), f(x.value))
+        if isinstance(x, IfThenElse):
+            return IfThenElse(f(x.cond), go(x.then), None if x.otherwise is None else go(x.otherwise))
+        if isinstance(x, LetStmt):
+            return LetStmt(x.var, f(x.value), go(x.body))
+        if isinstance(x, Intrinsic):
+            return Intrinsic(x.name, tuple(Region(r.buffer, f(r.offset), r.loop_strides) for r in x.regions), x.params)
+        return map_stmt(x, go)
+    return go(s)

@@ -1,0 +1,32 @@
+"""Schedule knobs, as AutoTVM's templates: a schedule asks its `Config` for each choice.
+
+A schedule template calls `cfg.knob("tile_x", (8, 16, 32), default=16)` wherever it would
+hard-code a value. Run with an empty config it records the space and uses the defaults
+(the untuned schedule); the tuner runs it again with concrete values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+class Config:
+    """Knob values for one schedule; records every knob it is asked about (the search space)."""
+
+    def __init__(self, values: dict[str, Any] | None = None) -> None:
+        self.values: dict[str, Any] = dict(values or {})
+        self.space: dict[str, tuple[Any, ...]] = {}
+
+    def knob(self, name: str, choices: Sequence[Any], default: Any = None) -> Any:
+        options = tuple(dict.fromkeys(choices))
+        if not options:
+            raise ValueError(f"knob {name!r} has no choices")
+        self.space[name] = options
+        if name in self.values and self.values[name] in options:
+            return self.values[name]
+        return default if default is not None and default in options else options[0]
+
+    def chosen(self) -> dict[str, Any]:
+        """The value every recorded knob takes in this config."""
+        return {name: self.knob(name, options) for name, options in list(self.space.items())}
