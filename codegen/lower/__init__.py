@@ -2,7 +2,18 @@
 
 from codegen.lower.intrin import GemmIntrin
 from codegen.lower.ir import (
-    Allocate, Buffer, For, IfThenElse, Intrinsic, LetStmt, PrimFunc, Region, Seq, Stmt, Store, walk_stmts,
+    Allocate,
+    Buffer,
+    For,
+    IfThenElse,
+    Intrinsic,
+    LetStmt,
+    PrimFunc,
+    Region,
+    Seq,
+    Stmt,
+    Store,
+    walk_stmts,
 )
 from codegen.lower.lower import lower
 from codegen.lower.simplify import simplify

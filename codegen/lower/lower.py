@@ -17,12 +17,29 @@ from dataclasses import dataclass, field
 
 from codegen.errors import ScheduleError
 from codegen.lower.ir import (
-    Allocate, Buffer, For, IfThenElse, Intrinsic, PrimFunc, Region, Stmt, Store, map_exprs, map_stmt, seq,
+    Allocate,
+    Buffer,
+    For,
+    IfThenElse,
+    Intrinsic,
+    PrimFunc,
+    Region,
+    Stmt,
+    Store,
+    map_exprs,
+    map_stmt,
+    seq,
 )
 from codegen.lower.simplify import Ranges, bounds, linear, simplify
 from codegen.schedule.schedule import Fuse, LoopKind, Schedule, Split, Stage
 from codegen.te.expr import (
-    Expr, Load, Var, all_of, const, rebuild, substitute,
+    Expr,
+    Load,
+    Var,
+    all_of,
+    const,
+    rebuild,
+    substitute,
 )
 from codegen.te.tensor import IterVar, Operation, Reduce, Tensor, TensorRead
 
@@ -171,7 +188,7 @@ def _region(low: _Lowering, consumer: Stage, op: Operation, shape: tuple[int, ..
             origin.append(const(0))
             extents.append(size)
             continue
-        lo_off = min(l for _, l, _ in lows)
+        lo_off = min(lo for _, lo, _ in lows)
         hi_off = max(h for _, _, h in lows)
         ext = hi_off - lo_off + 1
         start = simplify(lows[0][0] + lo_off, low.ranges)

@@ -6,6 +6,7 @@ from codegen.lower.ir import Allocate, Buffer, For, IfThenElse, Intrinsic, LetSt
 from codegen.schedule.schedule import LoopKind
 from codegen.te.expr import Binary, Call, Cast, Const, Expr, Load, Not, Select, Var
 
+
 class Names:
     """Unique printable names for variables and buffers (stages may reuse axis names like `i`)."""
 

@@ -84,7 +84,7 @@ def bounds(e: Expr, ranges: Ranges) -> tuple[float, float]:
                      and not (math.isinf(y) and x == 0)]
             return (min(cands), max(cands)) if cands else (-math.inf, math.inf)
         if e.op == "//" and bl == bh and bl > 0:
-            return (math.floor(al / bl) if not math.isinf(al) else al, math.floor(ah / bl) if not math.isinf(ah) else ah)
+            return (al if math.isinf(al) else math.floor(al / bl), ah if math.isinf(ah) else math.floor(ah / bl))
         if e.op == "%" and bl == bh and bl > 0:
             if al >= 0 and ah < bl:
                 return (al, ah)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -152,7 +152,7 @@ COMPARE = ("<", "<=", "==", "!=", "&&", "||")
 OPS = ARITH + COMPARE
 INTRINSICS = ("exp", "log", "sqrt", "tanh", "erf", "fabs", "sigmoid")
 
-ExprLike = Union[Expr, int, float, bool]
+ExprLike = Expr | int | float | bool
 
 
 def const(value: int | float | bool, dtype: str | None = None) -> Const:

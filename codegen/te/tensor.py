@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from codegen.te.expr import Expr, ExprLike, Var, const, lift, max_value, max_, min_, min_value, walk
+from codegen.te.expr import Expr, ExprLike, Var, const, lift, max_, max_value, min_, min_value, walk
 
 
 @dataclass(frozen=True, eq=False)
@@ -192,7 +192,7 @@ def _reducer(combiner: str) -> Callable[[ExprLike, Sequence[IterVar] | IterVar],
     return reduce
 
 
-sum = _reducer("sum")  # noqa: A001 - TVM's spelling: te.sum
+sum = _reducer("sum")
 max_reduce = _reducer("max")
 min_reduce = _reducer("min")
 

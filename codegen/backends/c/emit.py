@@ -18,7 +18,17 @@ import numpy as np
 
 from codegen.errors import CodegenError
 from codegen.lower.ir import (
-    Allocate, Buffer, For, IfThenElse, Intrinsic, LetStmt, PrimFunc, Seq, Stmt, Store, walk_stmts,
+    Allocate,
+    Buffer,
+    For,
+    IfThenElse,
+    Intrinsic,
+    LetStmt,
+    PrimFunc,
+    Seq,
+    Stmt,
+    Store,
+    walk_stmts,
 )
 from codegen.lower.printer import Names
 from codegen.lower.simplify import Ranges, bounds, linear, simplify
@@ -33,8 +43,10 @@ PRELUDE = r"""#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-static inline int32_t fdiv_i32(int32_t a, int32_t b) { int32_t q = a / b; return q - ((a % b != 0) & ((a < 0) != (b < 0))); }
-static inline int32_t fmod_i32(int32_t a, int32_t b) { int32_t r = a % b; return r + ((r != 0) & ((r < 0) != (b < 0))) * b; }
+static inline int32_t fdiv_i32(int32_t a, int32_t b) {
+  int32_t q = a / b; return q - ((a % b != 0) & ((a < 0) != (b < 0))); }
+static inline int32_t fmod_i32(int32_t a, int32_t b) {
+  int32_t r = a % b; return r + ((r != 0) & ((r < 0) != (b < 0))) * b; }
 static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
@@ -309,7 +321,7 @@ def _vector_buffers(body: Stmt) -> dict[Buffer, VecType]:
                 inner = None
             visit(s.body, inner or vloop)
             return
-        if isinstance(s, Store) or isinstance(s, IfThenElse):
+        if isinstance(s, (Store, IfThenElse)):
             exprs = [s.index, s.value] if isinstance(s, Store) else [s.cond]
             accesses = [(s.buffer, s.index)] if isinstance(s, Store) else []
             for e in exprs:
