@@ -1,0 +1,8 @@
+"""The operator library: a compute definition and a default CPU schedule for every operator.
+
+Importing the package registers every family (see `registry`).
+"""
+
+from codegen.topi.registry import COMPUTE, SCHEDULE, compute, register_compute, register_schedule, schedule_group
+
+__all__ = ["COMPUTE", "SCHEDULE", "compute", "register_compute", "register_schedule", "schedule_group"]

@@ -1,0 +1,81 @@
+"""The operator library's tables: a compute definition per operator, a CPU schedule per pattern.
+
+Family modules (`elementwise.py`, `linalg.py`, `conv.py`, ...) register with the decorators
+below, so adding an operator is one local entry, like the op table in `taso_py.ops`.
+A compute function maps te inputs to te outputs; the pattern in each output's `tag`
+(TVM's names: "injective", "reduction", "matmul", "conv2d", "pool", ...) picks the schedule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from codegen.errors import CodegenError
+from codegen.schedule.schedule import Schedule
+from codegen.te.tensor import Tensor
+from codegen.tune.space import Config
+from taso_py.types import TensorType
+
+ComputeFn = Callable[[Sequence[Tensor], Any, Sequence[TensorType]], tuple[Tensor, ...]]
+# (schedule, the group's anchor tensor, the group's outputs, knobs) -> None; edits the schedule in place
+ScheduleFn = Callable[[Schedule, Tensor, Sequence[Tensor], Config], None]
+
+COMPUTE: dict[str, ComputeFn] = {}
+SCHEDULE: dict[str, ScheduleFn] = {}
+
+
+def register_compute(*op_names: str) -> Callable[[ComputeFn], ComputeFn]:
+    def deco(fn: ComputeFn) -> ComputeFn:
+        for name in op_names:
+            if name in COMPUTE:
+                raise RuntimeError(f"compute for {name!r} registered twice")
+            COMPUTE[name] = fn
+        return fn
+    return deco
+
+
+def register_schedule(*tags: str) -> Callable[[ScheduleFn], ScheduleFn]:
+    def deco(fn: ScheduleFn) -> ScheduleFn:
+        for tag in tags:
+            if tag in SCHEDULE:
+                raise RuntimeError(f"schedule for tag {tag!r} registered twice")
+            SCHEDULE[tag] = fn
+        return fn
+    return deco
+
+
+def compute(op_name: str, inputs: Sequence[Tensor], attrs: Any, out_types: Sequence[TensorType]) -> tuple[Tensor, ...]:
+    """The te outputs of operator `op_name` (a taso_py.ops name) applied to `inputs`."""
+    fn = COMPUTE.get(op_name)
+    if fn is None:
+        raise CodegenError(f"no code generator for operator {op_name!r} "
+                           f"(the operator library has: {', '.join(sorted(COMPUTE))})")
+    return fn(inputs, attrs, out_types)
+
+
+def schedule_group(outputs: Sequence[Tensor], cfg: Config | None = None) -> Schedule:
+    """The CPU schedule of a fused group (TVM's rule: one anchor, injective ops around it).
+
+    The anchor is the stage whose tag is not "injective" (fusion puts at most one in a
+    group), else the first output. Injective stages that are not outputs are inlined
+    (a template may override that, e.g. keep a padding stage to compute it at a tile);
+    the anchor's pattern then schedules the rest.
+    """
+    from codegen.schedule.schedule import create_schedule
+    cfg = cfg or Config()
+    s = create_schedule(list(outputs))
+    anchors = [st for st in s.stages if st.op.tag not in ("injective", "")]
+    if len(anchors) > 1:
+        raise CodegenError(f"a fused group has {len(anchors)} anchors ({', '.join(a.name for a in anchors)}); "
+                           f"fusion puts at most one in a group")
+    for st in s.stages:
+        if st.op.tag in ("injective", "") and not st.is_output:
+            st.compute_inline()
+    anchor = anchors[0].tensor if anchors else outputs[0]
+    tag = anchor.op.tag if anchors else "injective"
+    fn = SCHEDULE.get(tag)
+    if fn is None:
+        raise CodegenError(f"no CPU schedule for pattern {tag!r} (known: {', '.join(sorted(SCHEDULE))})")
+    fn(s, anchor, list(outputs), cfg)
+    return s
