@@ -82,7 +82,10 @@ class CEmitter:
     # ---- entry points ---------------------------------------------------------------------
 
     def module(self, funcs: list[PrimFunc]) -> str:
-        bodies = [self.function(f) for f in funcs]
+        return self.module_source([self.function(f) for f in funcs])
+
+    def module_source(self, bodies: list[str]) -> str:
+        """The translation unit around function texts made by `function` (typedefs and helpers they use)."""
         types = "".join(self.vec_typedef(v) for v in sorted(self.vec_types, key=lambda v: (v.dtype, v.lanes)))
         from codegen.backends.c.micro import intrinsic_source
         helpers = "".join(intrinsic_source(n) for n in sorted(self.intrinsics))
