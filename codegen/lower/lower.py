@@ -268,7 +268,7 @@ def _stage_nest(low: _Lowering, st: Stage, domain: Sequence[tuple[Expr, int]]) -
         if owner == id(st):
             for kid in kids:
                 _place_attached(low, kid, st, axis)
-    guards = [v < root_ext[p] for p, v in tails if _needs_tail_guard(st, p, root_ext)]
+    guards = [v < ext[p] for p, v in tails if _needs_tail_guard(st, p, ext)]
     place = low.places[st.op]
     if place.guard:
         for iv, (start, _) in root.items():
@@ -297,6 +297,9 @@ def _stage_nest(low: _Lowering, st: Stage, domain: Sequence[tuple[Expr, int]]) -
     if guards:
         main = IfThenElse(all_of(*guards), main)
     first_reduce = next((k for k, iv in enumerate(st.leaf) if iv.reduce), None)
+    first_tz = next((k for k, iv in enumerate(st.leaf) if iv in st.tensorized), len(st.leaf))
+    # an intrinsic whose tile holds the whole reduction (outer reduce loops of one trip) resets it
+    tz_resets = reduce is not None and all(ext[iv] == 1 for iv in st.leaf[:first_tz] if iv.reduce)
 
     def init_nest() -> Stmt:
         assert reduce is not None and first_reduce is not None
@@ -312,8 +315,7 @@ def _stage_nest(low: _Lowering, st: Stage, domain: Sequence[tuple[Expr, int]]) -
             return main
         iv = st.leaf[k]
         if iv in st.tensorized:
-            reset = reduce is not None and first_reduce is not None and k <= first_reduce
-            return _tensorize(low, st, k, ext, reset)
+            return _tensorize(low, st, k, ext, tz_resets)
         inner = nest(k + 1)
         kids = low.children.get((id(st), iv), [])
         for kid in reversed(kids):
@@ -321,7 +323,7 @@ def _stage_nest(low: _Lowering, st: Stage, domain: Sequence[tuple[Expr, int]]) -
             kid_domain = tuple(zip(kid_place.origin, kid_place.buffer.shape))
             inner = Allocate(kid_place.buffer, seq([_stage_nest(low, kid, kid_domain), inner]))
         loop: Stmt = For(iv.var, ext[iv], st.kinds.get(iv, LoopKind.SERIAL), inner, st.thread_tags.get(iv, ""))
-        if reduce is not None and k == first_reduce:
+        if reduce is not None and k == first_reduce and not (k < first_tz and tz_resets):
             loop = seq([init_nest(), loop])
         return loop
 
@@ -334,8 +336,7 @@ def _init_kind(st: Stage, iv: IterVar) -> LoopKind:
     return kind if kind in (LoopKind.VECTORIZED, LoopKind.UNROLLED) else LoopKind.SERIAL
 
 
-def _needs_tail_guard(st: Stage, parent: IterVar, root_ext: dict[IterVar, int]) -> bool:
-    ext = _leaf_extents(st, root_ext)
+def _needs_tail_guard(st: Stage, parent: IterVar, ext: dict[IterVar, int]) -> bool:
     for rel in st.relations:
         if isinstance(rel, Split) and rel.parent is parent:
             return ext[rel.outer] * ext[rel.inner] != ext[parent]

@@ -1,0 +1,601 @@
+"""The codegen core: each schedule primitive's lowered loops and results, illegal schedules,
+the simplifier, the printer and the C backend (compiler errors, kernel cache, vector code)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from codegen import te
+from codegen.backends.c import build
+from codegen.errors import CodegenError, ScheduleError
+from codegen.lower import Allocate, For, GemmIntrin, IfThenElse, Intrinsic, lower, simplify, walk_stmts
+from codegen.lower.ir import PrimFunc
+from codegen.schedule import LoopKind, create_schedule
+
+RNG = np.random.default_rng(0)
+
+
+# ---- helpers ------------------------------------------------------------------------------
+
+def loops(f: PrimFunc) -> list[tuple[str, int, LoopKind]]:
+    """(name, extent, kind) of every loop, outermost first (pre-order)."""
+    return [(s.var.name, s.extent, s.kind) for s in walk_stmts(f.body) if isinstance(s, For)]
+
+
+def allocs(f: PrimFunc) -> dict[str, tuple[int, ...]]:
+    return {s.buffer.name: s.buffer.shape for s in walk_stmts(f.body) if isinstance(s, Allocate)}
+
+
+def run(f: PrimFunc, *inputs: np.ndarray, out_shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
+    outs = [np.full(sh, np.nan, np.float32) for sh in out_shapes]
+    build(f)[f.name](*[np.ascontiguousarray(x) for x in inputs], *outs)
+    return outs
+
+
+def rand(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def matmul(n: int = 16, m: int = 16, k: int = 16) -> tuple[te.Tensor, te.Tensor, te.Tensor]:
+    a = te.placeholder((n, k), name="A")
+    b = te.placeholder((k, m), name="B")
+    r = te.reduce_axis(k, "k")
+    c = te.compute((n, m), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
+    return a, b, c
+
+
+def check_matmul(s, a, b, c, name: str = "mm") -> PrimFunc:  # type: ignore[no-untyped-def]
+    f = lower(s, [a, b, c], name)
+    x, y = rand(*a.shape), rand(*b.shape)
+    (got,) = run(f, x, y, out_shapes=[c.shape])
+    np.testing.assert_allclose(got, x @ y, rtol=1e-4, atol=1e-4)
+    return f
+
+
+def elementwise(shape: tuple[int, ...] = (10, 12)) -> tuple[te.Tensor, te.Tensor]:
+    a = te.placeholder(shape, name="A")
+    return a, te.compute(shape, lambda *i: a[i] * 2.0 + 1.0, name="B")
+
+
+# ---- split, fuse, reorder, tile ---------------------------------------------------------------
+
+def test_split_dividing_factor_gives_two_loops_without_guard() -> None:
+    a, b = elementwise((12, 8))
+    s = create_schedule(b)
+    io, ii = s[b].split(s[b].axes[0], factor=4)
+    assert (io.extent, ii.extent) == (3, 4)
+    f = lower(s, [a, b], "split4")
+    assert [(n, e) for n, e, _ in loops(f)] == [("i.o", 3), ("i.i", 4), ("j", 8)]
+    assert not any(isinstance(x, IfThenElse) for x in walk_stmts(f.body))
+    x = rand(12, 8)
+    np.testing.assert_allclose(run(f, x, out_shapes=[(12, 8)])[0], x * 2 + 1, rtol=1e-6)
+
+
+def test_split_non_dividing_factor_guards_the_tail() -> None:
+    a, b = elementwise((10, 7))
+    s = create_schedule(b)
+    s[b].split(s[b].axes[0], factor=4)
+    s[b].split(s[b].axes[1], factor=3)
+    f = lower(s, [a, b], "split_tail")
+    assert [(n, e) for n, e, _ in loops(f)] == [("i.o", 3), ("i.i", 4), ("j.o", 3), ("j.i", 3)]
+    assert sum(isinstance(x, IfThenElse) for x in walk_stmts(f.body)) == 1
+    x = rand(10, 7)
+    np.testing.assert_allclose(run(f, x, out_shapes=[(10, 7)])[0], x * 2 + 1, rtol=1e-6)
+
+
+def test_split_nparts_and_factor_larger_than_extent() -> None:
+    a, b = elementwise((10, 6))
+    s = create_schedule(b)
+    io, ii = s[b].split(s[b].axes[0], nparts=3)
+    assert (io.extent, ii.extent) == (3, 4)
+    jo, ji = s[b].split(s[b].axes[1], factor=100)
+    assert (jo.extent, ji.extent) == (1, 6)
+    f = lower(s, [a, b], "nparts")
+    assert [(n, e) for n, e, _ in loops(f)] == [("i.o", 3), ("i.i", 4), ("j.i", 6)]  # the 1-trip loop is gone
+    x = rand(10, 6)
+    np.testing.assert_allclose(run(f, x, out_shapes=[(10, 6)])[0], x * 2 + 1, rtol=1e-6)
+
+
+def test_split_of_reduce_axis_and_reduction_result() -> None:
+    a, b, c = matmul(8, 8, 20)
+    s = create_schedule(c)
+    ko, ki = s[c].split(s[c].reduce_axes[0], factor=6)
+    assert ko.reduce and ki.reduce
+    f = check_matmul(s, a, b, c)
+    assert [(n, e) for n, e, _ in loops(f)][-2:] == [("k.o", 4), ("k.i", 6)]
+
+
+def test_fuse_adjacent_axes() -> None:
+    a, b = elementwise((5, 6, 7))
+    s = create_schedule(b)
+    i, j, k = s[b].axes
+    ij = s[b].fuse(i, j)
+    assert ij.extent == 30 and s[b].leaf == [ij, k]
+    f = lower(s, [a, b], "fuse")
+    assert [(n, e) for n, e, _ in loops(f)] == [("i.j.f", 30), ("l", 7)] or \
+        [e for _, e, _ in loops(f)] == [30, 7]
+    x = rand(5, 6, 7)
+    np.testing.assert_allclose(run(f, x, out_shapes=[(5, 6, 7)])[0], x * 2 + 1, rtol=1e-6)
+
+
+def test_fuse_of_two_split_halves_restores_the_axis() -> None:
+    a, b = elementwise((9, 4))
+    s = create_schedule(b)
+    io, ii = s[b].split(s[b].axes[0], factor=3)
+    s[b].fuse(io, ii)
+    f = lower(s, [a, b], "refuse")
+    assert [e for _, e, _ in loops(f)] == [9, 4]
+    x = rand(9, 4)
+    np.testing.assert_allclose(run(f, x, out_shapes=[(9, 4)])[0], x * 2 + 1, rtol=1e-6)
+
+
+def test_reorder_swaps_loops_and_moves_the_reduction_out() -> None:
+    a, b, c = matmul(6, 10, 8)
+    s = create_schedule(c)
+    i, j = s[c].axes
+    (k,) = s[c].reduce_axes
+    s[c].reorder(k, j, i)
+    # k is the first reduce loop: C's init nest runs before it, over the data loops inside it
+    f = check_matmul(s, a, b, c)
+    names = [n for n, _, _ in loops(f)]
+    assert names == ["j", "i", "k", "j", "i"]  # init (j, i), then k, j, i
+
+
+def test_tile_is_split_split_reorder() -> None:
+    a, b, c = matmul(16, 24, 8)
+    s = create_schedule(c)
+    i, j = s[c].axes
+    io, jo, ii, ji = s[c].tile(i, j, 4, 8)
+    assert s[c].leaf[:4] == [io, jo, ii, ji]
+    f = check_matmul(s, a, b, c)
+    assert [(n, e) for n, e, _ in loops(f)][:2] == [("i.o", 4), ("j.o", 3)]
+
+
+# ---- loop kinds ---------------------------------------------------------------------------------
+
+def test_parallel_vectorize_unroll_kinds_in_ir_and_c() -> None:
+    a, b = elementwise((8, 32))
+    s = create_schedule(b)
+    i, j = s[b].axes
+    jo, ji = s[b].split(j, factor=16)
+    io, ii = s[b].split(i, factor=2)
+    s[b].reorder(io, jo, ii, ji)
+    s[b].parallel(io)
+    s[b].unroll(ii)
+    s[b].vectorize(ji)
+    f = lower(s, [a, b], "kinds")
+    assert [(e, k) for _, e, k in loops(f)] == [(4, LoopKind.PARALLEL), (2, LoopKind.SERIAL),
+                                                (2, LoopKind.UNROLLED), (16, LoopKind.VECTORIZED)]
+    m = build(f)
+    assert "#pragma omp parallel for" in m.source and "#pragma GCC unroll 2" in m.source
+    assert "v16_float32" in m.source  # a contiguous vectorized loop is vector-extension code
+    x = rand(8, 32)
+    out = np.zeros((8, 32), np.float32)
+    m["kinds"](x, out)
+    np.testing.assert_allclose(out, x * 2 + 1, rtol=1e-6)
+
+
+def test_vectorize_of_strided_access_falls_back_to_omp_simd() -> None:
+    a = te.placeholder((16, 8), name="A")
+    b = te.compute((8, 16), lambda i, j: a[j, i] + 1.0, name="T")
+    s = create_schedule(b)
+    s[b].vectorize(s[b].axes[1])
+    f = lower(s, [a, b], "transpose")
+    src = build(f).source
+    assert "#pragma omp simd" in src
+    x = rand(16, 8)
+    np.testing.assert_allclose(run(f, x, out_shapes=[(8, 16)])[0], x.T + 1, rtol=1e-6)
+
+
+def test_bind_shows_the_thread_tag_and_the_c_backend_refuses_it() -> None:
+    a, b = elementwise((64, 4))
+    s = create_schedule(b)
+    bx, tx = s[b].split(s[b].axes[0], factor=32)
+    s[b].bind(bx, "blockIdx.x")
+    s[b].bind(tx, "threadIdx.x")
+    f = lower(s, [a, b], "bound")
+    fors = [x for x in walk_stmts(f.body) if isinstance(x, For)]
+    assert [(x.kind, x.thread_tag) for x in fors[:2]] == [(LoopKind.THREAD, "blockIdx.x"),
+                                                           (LoopKind.THREAD, "threadIdx.x")]
+    assert "(blockIdx.x)" in str(f) and "(threadIdx.x)" in str(f)
+    with pytest.raises(CodegenError, match=r"blockIdx\.x"):
+        build(f)
+    with pytest.raises(ScheduleError, match="thread tag"):
+        s[b].bind(s[b].axes[1], "warpIdx.x")
+
+
+# ---- compute_at, compute_inline -------------------------------------------------------------
+
+def test_compute_inline_removes_the_stage() -> None:
+    a = te.placeholder((6, 5), name="A")
+    t = te.compute((6, 5), lambda i, j: a[i, j] * 3.0, name="T")
+    u = te.compute((6, 5), lambda i, j: t[i, j] + 1.0, name="U")
+    s = create_schedule(u)
+    s[t].compute_inline()
+    f = lower(s, [a, u], "inl")
+    assert allocs(f) == {} and len(loops(f)) == 2
+    x = rand(6, 5)
+    np.testing.assert_allclose(run(f, x, out_shapes=[(6, 5)])[0], x * 3 + 1, rtol=1e-6)
+
+
+def test_without_inline_an_intermediate_gets_a_full_buffer() -> None:
+    a = te.placeholder((6, 5), name="A")
+    t = te.compute((6, 5), lambda i, j: a[i, j] * 3.0, name="T")
+    u = te.compute((6, 5), lambda i, j: t[i, j] + 1.0, name="U")
+    f = lower(create_schedule(u), [a, u], "noinl")
+    assert allocs(f) == {"T": (6, 5)}
+    x = rand(6, 5)
+    np.testing.assert_allclose(run(f, x, out_shapes=[(6, 5)])[0], x * 3 + 1, rtol=1e-6)
+
+
+def padded_conv1d(n: int = 7, w: int = 10, kw: int = 3) -> tuple[te.Tensor, te.Tensor, te.Tensor, te.Tensor]:
+    """rows of a 1-D convolution over zero-padded input: out[r, x] = sum_q pad[r, x + q] * k[q]."""
+    a = te.placeholder((n, w), name="A")
+    k = te.placeholder((kw,), name="K")
+    p = kw // 2
+    pad = te.compute((n, w + 2 * p), lambda r, x: te.if_then_else(  # both branches run: clamp the index
+        te.all_of(x >= p, x < w + p), a[r, te.min_(te.max_(x - p, 0), w - 1)], 0.0), name="Pad")
+    q = te.reduce_axis(kw, "q")
+    out = te.compute((n, w), lambda r, x: te.sum(pad[r, x + q] * k[q], axis=q), name="Out")
+    return a, k, pad, out
+
+
+def conv1d_ref(x: np.ndarray, k: np.ndarray) -> np.ndarray:
+    p = len(k) // 2
+    xp = np.pad(x, ((0, 0), (p, p)))
+    return np.stack([sum(xp[r, q:q + x.shape[1]] * k[q] for q in range(len(k))) for r in range(x.shape[0])])
+
+
+def test_compute_at_padding_stage_at_a_row_loop() -> None:
+    a, k, pad, out = padded_conv1d()
+    s = create_schedule(out)
+    r = s[out].axes[0]
+    s[pad].compute_at(s[out], r)
+    f = lower(s, [a, k, out], "padrow")
+    assert allocs(f) == {"Pad": (1, 12)}  # one padded row, not the whole padded tensor
+    fors = loops(f)
+    assert fors[0][:2] == ("r", 7) and ("x", 12, LoopKind.SERIAL) in fors
+    x, kk = rand(7, 10), rand(3)
+    np.testing.assert_allclose(run(f, x, kk, out_shapes=[(7, 10)])[0], conv1d_ref(x, kk), rtol=1e-5, atol=1e-5)
+
+
+def test_compute_at_a_tile_infers_an_overlapping_window() -> None:
+    a, k, pad, out = padded_conv1d(4, 16, 3)
+    s = create_schedule(out)
+    _r, xx = s[out].axes
+    xo, _xi = s[out].split(xx, factor=4)
+    s[pad].compute_at(s[out], xo)
+    f = lower(s, [a, k, out], "padtile")
+    assert allocs(f) == {"Pad": (1, 6)}  # 4 outputs read a window of 4 + 3 - 1
+    x, kk = rand(4, 16), rand(3)
+    np.testing.assert_allclose(run(f, x, kk, out_shapes=[(4, 16)])[0], conv1d_ref(x, kk), rtol=1e-5, atol=1e-5)
+
+
+def test_compute_at_chain_of_two_stages() -> None:
+    a = te.placeholder((8, 12), name="A")
+    t1 = te.compute((8, 12), lambda i, j: a[i, j] + 1.0, name="T1")
+    t2 = te.compute((8, 12), lambda i, j: t1[i, j] * 2.0, name="T2")
+    out = te.compute((8, 12), lambda i, j: t2[i, j] - 3.0, name="Out")
+    s = create_schedule(out)
+    i, _j = s[out].axes
+    io, _ii = s[out].split(i, factor=2)
+    s[t2].compute_at(s[out], io)
+    s[t1].compute_at(s[t2], s[t2].axes[0])
+    f = lower(s, [a, out], "chain")
+    assert allocs(f) == {"T2": (2, 12), "T1": (1, 12)}
+    body = str(f)
+    assert body.index("allocate T2") < body.index("allocate T1")  # T1 lives inside T2's row loop
+    x = rand(8, 12)
+    np.testing.assert_allclose(run(f, x, out_shapes=[(8, 12)])[0], (x + 1) * 2 - 3, rtol=1e-6)
+
+
+# ---- cache_read, cache_write ----------------------------------------------------------------
+
+def test_cache_write_local_accumulator() -> None:
+    a, b, c = matmul(16, 32, 12)
+    s = create_schedule(c)
+    cl = s.cache_write(c, "local")
+    i, j = s[c].axes
+    _io, jo, _ii, _ji = s[c].tile(i, j, 4, 8)
+    s[cl].compute_at(s[c], jo)
+    f = check_matmul(s, a, b, c)
+    assert allocs(f) == {"C_local": (4, 8)}
+    assert [b.scope for b in (x.buffer for x in walk_stmts(f.body) if isinstance(x, Allocate))] == ["local"]
+
+
+def test_cache_read_packs_a_tile() -> None:
+    a, b, c = matmul(8, 16, 12)
+    s = create_schedule(c)
+    bl = s.cache_read(b, "local", [c])
+    i, j = s[c].axes
+    jo, ji = s[c].split(j, factor=4)
+    s[c].reorder(jo, i, ji)
+    s[bl].compute_at(s[c], jo)
+    f = check_matmul(s, a, b, c)
+    assert allocs(f) == {"B_local": (12, 4)}  # the B columns one jo step reads, over all k
+    assert s[c].body is not c.op.body  # the tensor expression itself is untouched
+
+
+def test_cache_write_after_scheduling_is_rejected() -> None:
+    _a, _b, c = matmul()
+    s = create_schedule(c)
+    s[c].split(s[c].axes[0], factor=4)
+    with pytest.raises(ScheduleError, match="before scheduling"):
+        s.cache_write(c, "local")
+
+
+# ---- tensorize ------------------------------------------------------------------------------
+
+def tensorized_matmul(tm: int, tn: int, tk: int, n: int = 16, m: int = 32, k: int = 24,
+                      intrin: GemmIntrin | None = None):  # type: ignore[no-untyped-def]
+    a, b, c = matmul(n, m, k)
+    s = create_schedule(c)
+    i, j = s[c].axes
+    (kk,) = s[c].reduce_axes
+    io, ii = s[c].split(i, factor=tm)
+    jo, ji = s[c].split(j, factor=tn)
+    ko, ki = s[c].split(kk, factor=tk)
+    s[c].reorder(io, jo, ko, ii, ji, ki)
+    s[c].tensorize(ii, intrin or GemmIntrin("gemm", tm, tn, tk))
+    return s, a, b, c
+
+
+def test_tensorize_gemm_matches_numpy() -> None:
+    s, a, b, c = tensorized_matmul(4, 16, 8)
+    f = check_matmul(s, a, b, c, "mm_tz")
+    calls = [x for x in walk_stmts(f.body) if isinstance(x, Intrinsic)]
+    assert len(calls) == 1 and calls[0].params["m"] == 4 and calls[0].params["k"] == 8
+    assert [r.buffer.name for r in calls[0].regions] == ["C", "A", "B"]
+    # io, jo, C's init nest (the k loop is outside the tile, so the call accumulates), ko
+    assert [e for _, e, _ in loops(f)] == [4, 2, 4, 16, 3] and calls[0].params["reset"] is False
+
+
+def test_tensorize_with_the_whole_reduction_inside_resets_the_tile() -> None:
+    s, a, b, c = tensorized_matmul(4, 8, 24)
+    f = check_matmul(s, a, b, c, "mm_tz_reset")
+    calls = [x for x in walk_stmts(f.body) if isinstance(x, Intrinsic)]
+    assert [e for _, e, _ in loops(f)] == [4, 4] and calls[0].params["reset"] is True
+
+
+def test_tensorize_wrong_tile_shape_is_rejected() -> None:
+    s, a, b, c = tensorized_matmul(4, 16, 8, intrin=GemmIntrin("gemm", 4, 8, 8))
+    with pytest.raises(ScheduleError, match="extents"):
+        lower(s, [a, b, c], "bad")
+
+
+def test_tensorize_of_a_non_product_is_rejected() -> None:
+    a = te.placeholder((8, 8), name="A")
+    r = te.reduce_axis(8, "k")
+    c = te.compute((8, 8), lambda i, j: te.sum(a[i, r] + a[r, j], axis=r), name="C")
+    s = create_schedule(c)
+    s[c].tensorize(s[c].axes[0], GemmIntrin("gemm", 8, 8, 8))
+    with pytest.raises(ScheduleError, match="product"):
+        lower(s, [a, c], "bad")
+
+
+# ---- illegal schedules ----------------------------------------------------------------------
+
+def test_illegal_schedules_are_rejected() -> None:
+    _a, _b, c = matmul()
+    s = create_schedule(c)
+    i, j = s[c].axes
+    (k,) = s[c].reduce_axes
+    io, ii = s[c].split(i, factor=4)
+    with pytest.raises(ScheduleError, match="not a current loop axis"):
+        s[c].split(i, factor=2)  # i was split: no longer a leaf
+    with pytest.raises(ScheduleError, match="directly outside"):
+        s[c].fuse(io, j)  # ii is between them
+    with pytest.raises(ScheduleError, match="reduce axis with a data axis"):
+        s[c].fuse(j, k)
+    with pytest.raises(ScheduleError, match="reduce axis"):
+        s[c].parallel(k)
+    with pytest.raises(ScheduleError, match="innermost"):
+        s[c].vectorize(ii)
+    with pytest.raises(ScheduleError, match="exactly one of"):
+        s[c].split(j, factor=2, nparts=2)
+    with pytest.raises(ScheduleError, match="factor must be"):
+        s[c].split(j, factor=0)
+
+
+def test_vectorize_over_64_lanes_is_rejected_when_lowered() -> None:
+    a, b = elementwise((2, 128))
+    s = create_schedule(b)
+    s[b].vectorize(s[b].axes[1])
+    with pytest.raises(ScheduleError, match="at most 64"):
+        lower(s, [a, b], "wide")
+
+
+def test_compute_inline_of_reduction_or_output_is_rejected() -> None:
+    _a, _b, c = matmul()
+    d = te.compute(c.shape, lambda i, j: c[i, j] + 1.0, name="D")
+    s = create_schedule(d)
+    with pytest.raises(ScheduleError, match="reduction"):
+        s[c].compute_inline()
+    with pytest.raises(ScheduleError, match="output"):
+        s[d].compute_inline()
+    with pytest.raises(ScheduleError, match="output"):
+        s[d].compute_at(s[c], s[c].axes[0])
+
+
+def test_compute_at_with_a_second_reader_is_rejected() -> None:
+    a = te.placeholder((4, 4), name="A")
+    t = te.compute((4, 4), lambda i, j: a[i, j] + 1.0, name="T")
+    u = te.compute((4, 4), lambda i, j: t[i, j] * 2.0, name="U")
+    v = te.compute((4, 4), lambda i, j: t[i, j] + u[i, j], name="V")
+    s = create_schedule(v)
+    s[t].compute_at(s[u], s[u].axes[0])
+    with pytest.raises(ScheduleError, match="read by"):
+        lower(s, [a, v], "two_readers")
+
+
+def test_compute_at_cycle_is_rejected() -> None:
+    a = te.placeholder((4, 4), name="A")
+    t = te.compute((4, 4), lambda i, j: a[i, j] + 1.0, name="T")
+    u = te.compute((4, 4), lambda i, j: t[i, j] * 2.0, name="U")
+    v = te.compute((4, 4), lambda i, j: u[i, j] - 1.0, name="V")
+    s = create_schedule(v)
+    s[t].compute_at(s[u], s[u].axes[0])
+    s[u].compute_at(s[t], s[t].axes[0])
+    with pytest.raises(ScheduleError, match=r"cycle|read by"):
+        lower(s, [a, v], "cycle")
+
+
+def test_nested_parallel_is_rejected() -> None:
+    a, b = elementwise((4, 4))
+    s = create_schedule(b)
+    i, j = s[b].axes
+    s[b].parallel(i)
+    s[b].parallel(j)
+    with pytest.raises(ScheduleError, match="nested parallel"):
+        lower(s, [a, b], "nested")
+
+
+def test_conflicting_loop_kinds_are_rejected() -> None:
+    _a, b = elementwise((4, 8))
+    s = create_schedule(b)
+    j = s[b].axes[1]
+    s[b].vectorize(j)
+    with pytest.raises(ScheduleError, match="already vectorized"):
+        s[b].unroll(j)
+
+
+def test_missing_argument_is_rejected() -> None:
+    _a, b = elementwise()
+    with pytest.raises(ScheduleError, match="not among the kernel's arguments"):
+        lower(create_schedule(b), [b], "noarg")
+
+
+# ---- simplifier and printer ------------------------------------------------------------------
+
+def test_simplify_floordiv_floormod_with_ranges() -> None:
+    i, j = te.Var("i"), te.Var("j")
+    ranges = {i: (0, 7), j: (0, 3)}
+    assert str(simplify((i * 4 + j) // 4, ranges)) == "i"
+    assert str(simplify((i * 4 + j) % 4, ranges)) == "j"
+    assert str(simplify((i * 8 + j + 4) // 4, ranges)) == "i * 2 + 1"
+    assert str(simplify(j // 4, ranges)) == "0"
+    assert str(simplify((i + j) // 4, ranges)) == "(i + j) // 4"  # i + j spans several quotients
+    assert str(simplify(i * 2 + 3 - i - 3 + i, {})) == "i * 2"
+
+
+def test_simplify_decides_comparisons_by_bounds() -> None:
+    i, j = te.Var("i"), te.Var("j")
+    ranges = {i: (0, 7), j: (0, 3)}
+    assert str(simplify(i * 4 + j < 32, ranges)) == "true"
+    assert str(simplify(i * 4 + j < 31, ranges)) == "i * 4 + j < 31"
+    assert str(simplify(i + 8 <= 7, ranges)) == "false"
+    assert str(simplify(te.all_of(i < 8, j < 2), ranges)) == "j < 2"
+    assert str(simplify(te.min_(j, 10), ranges)) == "j"
+
+
+def test_printer_is_readable() -> None:
+    a, b, c = matmul(8, 8, 4)
+    s = create_schedule(c)
+    s[c].parallel(s[c].axes[0])
+    text = str(lower(s, [a, b, c], "mm_print"))
+    assert text.splitlines()[0] == "def mm_print(A: float32[8, 4], B: float32[4, 8], C: float32[8, 8]):"
+    assert "  for parallel i in 0..8:" in text
+    assert "C[i * 8 + j] = C[i * 8 + j] + A[i * 4 + k] * B[j + k * 8]" in text
+
+
+# ---- C backend --------------------------------------------------------------------------------
+
+def test_missing_compiler_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("CC", "no-such-cc-xyz")
+    monkeypatch.setenv("TASO_CACHE", str(tmp_path))
+    a, b = elementwise()
+    with pytest.raises(CodegenError, match="no C compiler: 'no-such-cc-xyz'"):
+        build(lower(create_schedule(b), [a, b], "nocc"))
+
+
+def test_kernel_cache_reuses_the_shared_library(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("TASO_CACHE", str(tmp_path))
+    a, b = elementwise()
+    f = lower(create_schedule(b), [a, b], "cached")
+    m1 = build(f)
+    mtime = m1.path.stat().st_mtime_ns
+    m2 = build(lower(create_schedule(b), [a, b], "cached"))
+    assert m2.path == m1.path and m2.path.stat().st_mtime_ns == mtime
+    assert m1.path.parent == tmp_path / "kernels" and len(list(m1.path.parent.glob("*.so"))) == 1
+    a2, b2 = elementwise((10, 13))  # another kernel: another content hash
+    assert build(lower(create_schedule(b2), [a2, b2], "cached")).path != m1.path
+
+
+def test_register_blocked_matmul_uses_vector_accumulators() -> None:
+    a, b, c = matmul(32, 64, 32)
+    s = create_schedule(c)
+    cl = s.cache_write(c, "local")
+    i, j = s[c].axes
+    io, jo, _ii, ji = s[c].tile(i, j, 4, 32)
+    s[c].vectorize(ji)
+    s[c].parallel(io)
+    s[cl].compute_at(s[c], jo)
+    x, y = s[cl].axes
+    (kk,) = s[cl].reduce_axes
+    s[cl].reorder(kk, x, y)
+    s[cl].unroll(x)
+    s[cl].vectorize(y)
+    f = check_matmul(s, a, b, c, "mm_reg")
+    src = build(f).source
+    assert "typedef float v32_float32 __attribute__((vector_size(128)))" in src
+    assert "v32_float32 C_local[4];" in src  # the 4x32 accumulator is 4 vectors, kept in registers
+    assert "#pragma omp simd" not in src
+
+
+def test_kernel_rejects_wrong_arrays() -> None:
+    a, b = elementwise((3, 4))
+    m = build(lower(create_schedule(b), [a, b], "shapes"))
+    with pytest.raises(CodegenError, match="shape"):
+        m["shapes"](np.zeros((4, 3), np.float32), np.zeros((3, 4), np.float32))
+
+
+# ---- property: random loop transformations keep the result ------------------------------------
+
+@st.composite
+def transformations(draw: st.DrawFn) -> list[tuple]:
+    return draw(st.lists(st.tuples(st.sampled_from(["split", "fuse", "reorder"]), st.integers(0, 5),
+                                   st.integers(1, 7)), max_size=5))
+
+
+def apply(stage, steps: list[tuple]) -> None:  # type: ignore[no-untyped-def]
+    """Apply each step to the stage's current leaf loops, skipping the ones that are illegal."""
+    for kind, pick, factor in steps:
+        leaf = stage.leaf
+        ax = leaf[pick % len(leaf)]
+        try:
+            if kind == "split":
+                stage.split(ax, factor=factor)
+            elif kind == "fuse" and pick % len(leaf) + 1 < len(leaf):
+                stage.fuse(ax, leaf[pick % len(leaf) + 1])
+            elif kind == "reorder" and len(leaf) > 1:
+                stage.reorder(*leaf[factor % len(leaf):], *leaf[:factor % len(leaf)])
+        except ScheduleError:
+            pass
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=transformations(), three_d=st.booleans())
+def test_random_split_fuse_reorder_keep_elementwise_results(steps: list[tuple], three_d: bool) -> None:
+    shape = (3, 5, 4) if three_d else (6, 7)
+    a, b = elementwise(shape)
+    s = create_schedule(b)
+    apply(s[b], steps)
+    f = lower(s, [a, b], "prop_ew")
+    x = rand(*shape)
+    np.testing.assert_allclose(run(f, x, out_shapes=[shape])[0], x * 2 + 1, rtol=1e-6)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=transformations())
+def test_random_split_fuse_reorder_keep_reduction_results(steps: list[tuple]) -> None:
+    a = te.placeholder((5, 6, 7), name="A")
+    r = te.reduce_axis(6, "r")
+    c = te.compute((5, 7), lambda i, j: te.sum(a[i, r, j], axis=r), name="C")
+    s = create_schedule(c)
+    apply(s[c], steps)
+    f = lower(s, [a, c], "prop_red")
+    x = rand(5, 6, 7)
+    np.testing.assert_allclose(run(f, x, out_shapes=[(5, 7)])[0], x.sum(axis=1), rtol=1e-5, atol=1e-5)
