@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -19,18 +19,23 @@ from taso_py.onnx_io.reader import first_line
 
 
 def random_feeds(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded inputs for every graph input: normal floats, small non-negative ints (safe as indices)."""
+    """Seeded inputs for every graph input (see random_arrays)."""
+    return random_arrays([(n.attrs.name, n.attrs.type.shape, n.attrs.type.dtype.numpy) for n in graph.inputs], seed)
+
+
+def random_arrays(specs: Iterable[tuple[str, Sequence[int], np.dtype]], seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded arrays by name: normal floats, small non-negative ints (safe as indices), random bools."""
     rng = np.random.default_rng(seed)
     feeds = {}
-    for node in graph.inputs:
-        t = node.attrs.type
-        if t.dtype.is_float:
-            value = rng.standard_normal(t.shape)
-        elif t.dtype.value == "bool":
-            value = rng.random(t.shape) < 0.5
+    for name, shape, dtype in specs:
+        dtype = np.dtype(dtype)
+        if dtype.kind == "f":
+            value = rng.standard_normal(tuple(shape))
+        elif dtype.kind == "b":
+            value = rng.random(tuple(shape)) < 0.5
         else:
-            value = rng.integers(0, 2, t.shape)
-        feeds[node.attrs.name] = np.asarray(value, t.dtype.numpy)
+            value = rng.integers(0, 2, tuple(shape))
+        feeds[name] = np.asarray(value, dtype)
     return feeds
 
 

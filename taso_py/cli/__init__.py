@@ -6,6 +6,7 @@ import click
 
 from taso_py import __version__
 from taso_py.cli.common import TasoGroup, setup_logging
+from taso_py.cli.compile import compile_command, run_command
 from taso_py.cli.convert import convert
 from taso_py.cli.generate import generate_rules
 from taso_py.cli.info import info
@@ -29,3 +30,5 @@ main.add_command(axioms)
 main.add_command(generate_rules)
 main.add_command(rules)
 main.add_command(optimize_command)
+main.add_command(compile_command)
+main.add_command(run_command)

@@ -1,0 +1,98 @@
+"""Running a compiled model directory: the manifest, the weights and one call into `model.so`.
+
+Nothing here reads ONNX: the directory describes itself (see codegen.graph.compiler).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import statistics
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from codegen.errors import CodegenError
+from taso_py.errors import InputError
+from taso_py.runtime import random_arrays
+
+MANIFEST_VERSION = 1
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+def _aligned_empty(nbytes: int) -> np.ndarray:
+    raw = np.empty(nbytes + 64, np.uint8)
+    start = -raw.ctypes.data % 64
+    return raw[start:start + nbytes]
+
+
+class CompiledModel:
+    """A compiled model loaded from its directory; `run(feeds)` returns the outputs by name."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        manifest_path = self.directory / "manifest.json"
+        if not manifest_path.is_file():
+            raise InputError(f"{directory} is not a compiled model (no manifest.json); make one with taso compile")
+        try:
+            self.manifest: dict[str, Any] = json.loads(manifest_path.read_text())
+        except json.JSONDecodeError as e:
+            raise InputError(f"{manifest_path}: not valid JSON ({e.msg}, line {e.lineno})") from None
+        if self.manifest.get("version") != MANIFEST_VERSION:
+            raise InputError(f"{manifest_path}: manifest version {self.manifest.get('version')!r}, "
+                             f"this taso-py reads version {MANIFEST_VERSION}; compile the model again")
+        self.inputs = [TensorSpec(t["name"], tuple(t["shape"]), t["dtype"]) for t in self.manifest["inputs"]]
+        self.outputs = [TensorSpec(t["name"], tuple(t["shape"]), t["dtype"]) for t in self.manifest["outputs"]]
+        blob = (self.directory / self.manifest["weights"]).read_bytes()
+        self.weights = _aligned_empty(max(len(blob), 1))
+        self.weights[:len(blob)] = np.frombuffer(blob, np.uint8)
+        self.arena = _aligned_empty(max(int(self.manifest["arena_bytes"]), 1))
+        try:
+            self.lib = ctypes.CDLL(str((self.directory / self.manifest["library"]).resolve()))
+        except OSError as e:
+            raise CodegenError(f"cannot load {self.manifest['library']} from {directory}: {e}") from None
+        self.entry = getattr(self.lib, self.manifest["entry"])
+        self.entry.restype = None
+        self.entry.argtypes = [ctypes.POINTER(ctypes.c_void_p)] * 2 + [ctypes.c_void_p] * 2
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        arrays = []
+        for spec in self.inputs:
+            if spec.name not in feeds:
+                names = ", ".join(s.name for s in self.inputs)
+                raise InputError(f"missing input {spec.name!r} (the model takes {names})")
+            a = np.ascontiguousarray(feeds[spec.name], dtype=spec.dtype)
+            if a.shape != spec.shape:
+                raise InputError(f"input {spec.name!r} needs shape {spec.shape}, got {a.shape}")
+            arrays.append(a)
+        outs = {s.name: np.empty(s.shape, s.dtype) for s in self.outputs}
+        in_ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
+        out_ptrs = (ctypes.c_void_p * max(len(outs), 1))(*[o.ctypes.data for o in outs.values()])
+        self.entry(in_ptrs, out_ptrs, self.weights.ctypes.data, self.arena.ctypes.data)
+        return outs
+
+    def latency_ms(self, feeds: Mapping[str, np.ndarray], repeat: int = 10, min_seconds: float = 0.0) -> float:
+        """Median wall time of one run (after one warm-up run)."""
+        self.run(feeds)
+        samples: list[float] = []
+        started = time.perf_counter()
+        while len(samples) < repeat or time.perf_counter() - started < min_seconds:
+            t = time.perf_counter()
+            self.run(feeds)
+            samples.append((time.perf_counter() - t) * 1e3)
+        return statistics.median(samples)
+
+
+def random_inputs(model: CompiledModel, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded inputs, the same values taso_py.runtime.random_feeds gives ONNX Runtime for the check."""
+    return random_arrays([(s.name, s.shape, np.dtype(s.dtype)) for s in model.inputs], seed)

@@ -1,0 +1,128 @@
+"""`taso compile MODEL -o DIR` and `taso run DIR`: the optimized graph through taso-py's own compiler."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from taso_py.cli.common import CheckFailed, emit_json, input_shape_option, json_option, load, model_argument
+from taso_py.cli.rules import library_option
+from taso_py.library.store import load as load_library
+from taso_py.onnx_io import save_model
+from taso_py.onnx_io.model import OnnxModel
+from taso_py.optimizer import cost_model, optimize
+from taso_py.runtime import compare_outputs
+from taso_py.runtime import run as ort_run
+from taso_py.search.backtracking import Settings
+
+
+@click.command("compile")
+@model_argument
+@click.option("--target", type=click.Choice(["cpu", "cuda", "accel"]), default="cpu", show_default=True,
+              help="What to generate code for.")
+@click.option("-o", "--output", "out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Directory for the compiled model (replaced if it holds an earlier compile).")
+@click.option("--no-optimize", is_flag=True, help="Compile the graph as imported (skip the superoptimizer).")
+@library_option
+@click.option("--cost", type=click.Choice(["measured", "analytical"]), default="analytical", show_default=True,
+              help="The superoptimizer's cost model (see taso optimize).")
+@click.option("--tune", "trials", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Measured schedule candidates per kernel (0: default schedules, or earlier tuning records).")
+@click.option("--records", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Tuning records to read and extend (default: ~/.cache/taso-py/tuning.jsonl).")
+@input_shape_option
+@json_option
+def compile_command(model: Path, target: str, out: Path, no_optimize: bool, library_path: Path | None, cost: str,
+                    trials: int, records: Path | None, input_shapes: tuple[str, ...], as_json: bool) -> None:
+    """Compile MODEL into DIR: fused kernels in C, one shared library, a manifest and the weights.
+
+    Example: taso compile model.onnx --target cpu -o model.cpu && taso run model.cpu --check
+    """
+    from codegen.graph import compile_graph
+    from codegen.graph.tuning import config_source
+
+    if Path(model).resolve() == Path(out).resolve():
+        raise click.UsageError("the output directory cannot be the model file")
+    started = time.perf_counter()
+    imported = load(model, input_shapes)
+    console = Console(stderr=True)
+    graph_model: OnnxModel = imported
+    rewrites = 0
+    if not no_optimize:
+        library = load_library(library_path)
+        result = optimize(imported, library, cost_model(cost, 0, imported.opset), Settings(1.05, 1000, 30.0, 0))
+        graph_model, rewrites = result.model, len(result.outcome.applied)
+    config_for = config_source(records, trials, console=None if as_json else console)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True, disable=as_json) as bar:
+        task = bar.add_task("generating kernels", total=None)
+        report = compile_graph(graph_model.graph, out, target, config_for,
+                               write_onnx=lambda path: save_model(graph_model, path),
+                               progress=lambda done, total: bar.update(task, completed=done, total=total))
+    seconds = time.perf_counter() - started
+    doc = {"model": str(model), "output": str(out), "target": target, "optimized": not no_optimize,
+           "rewrites": rewrites, "groups": report.groups, "kernels": report.kernels,
+           "unique_kernels": report.unique_kernels, "arena_bytes": report.arena_bytes,
+           "intermediate_bytes_unshared": report.unshared_bytes, "weight_bytes": report.weight_bytes,
+           "tuning_trials": trials, "seconds": round(seconds, 2),
+           "stage_seconds": {k: round(v, 3) for k, v in report.seconds.items()}}
+    if as_json:
+        emit_json(doc)
+        return
+    opt = f"{rewrites} rewrites by the superoptimizer, " if not no_optimize else ""
+    console.print(f"{opt}{report.groups} fused groups → {report.kernels} kernels ({report.unique_kernels} distinct); "
+                  f"intermediates in a {report.arena_bytes / 2**20:.1f} MiB arena "
+                  f"(unshared: {report.unshared_bytes / 2**20:.1f} MiB); {seconds:.1f} s", highlight=False)
+    console.print(f"wrote {out}", highlight=False)
+
+
+@click.command("run")
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--check", is_flag=True, help="Compare the outputs with ONNX Runtime on the same random inputs.")
+@click.option("--repeat", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Time this many runs (median); with --check also time ONNX Runtime.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--rtol", default=1e-4, show_default=True, help="Relative tolerance of --check.")
+@click.option("--atol", default=1e-5, show_default=True, help="Absolute tolerance of --check.")
+@json_option
+def run_command(directory: Path, check: bool, repeat: int, seed: int, rtol: float, atol: float,
+                as_json: bool) -> None:
+    """Run a compiled model on seeded random inputs; --check compares with ONNX Runtime.
+
+    Example: taso run model.cpu --check --repeat 20
+    """
+    from codegen.runtime import CompiledModel, random_inputs
+
+    compiled = CompiledModel(directory)
+    feeds = random_inputs(compiled, seed)
+    outputs = compiled.run(feeds)
+    doc: dict = {"directory": str(directory), "outputs": {k: list(v.shape) for k, v in outputs.items()}}
+    comparison = None
+    if check:
+        reference = directory / "model.onnx"
+        if not reference.is_file():
+            raise CheckFailed(f"{directory} has no model.onnx to check against")
+        comparison = compare_outputs(ort_run(reference, feeds), outputs, rtol, atol)
+        doc["check"] = comparison.to_json()
+    if repeat:
+        doc["latency_ms"] = compiled.latency_ms(feeds, repeat)
+        doc["runs"] = repeat
+    if as_json:
+        emit_json(doc)
+    else:
+        console = Console()
+        for name, shape in doc["outputs"].items():
+            console.print(f"output {name}: {tuple(shape)}", highlight=False)
+        if comparison is not None:
+            verdict = "matches" if comparison.ok else "DIFFERS from"
+            console.print(f"{verdict} ONNX Runtime: max abs error {comparison.max_abs:.3g}, "
+                          f"max rel error {comparison.max_rel:.3g} (rtol {rtol:g}, atol {atol:g})", highlight=False)
+        if repeat:
+            console.print(f"latency: {doc['latency_ms']:.3f} ms (median of {repeat} runs)", highlight=False)
+    if comparison is not None and not comparison.ok:
+        raise CheckFailed(f"compiled model differs from ONNX Runtime on output {comparison.worst_output!r}: "
+                          f"max rel error {comparison.max_rel:.3g}")
