@@ -438,9 +438,10 @@ def test_compute_at_cycle_is_rejected() -> None:
     v = te.compute((4, 4), lambda i, j: u[i, j] - 1.0, name="V")
     s = create_schedule(v)
     s[t].compute_at(s[u], s[u].axes[0])
-    s[u].compute_at(s[t], s[t].axes[0])
-    with pytest.raises(ScheduleError, match=r"cycle|read by"):
-        lower(s, [a, v], "cycle")
+    with pytest.raises(ScheduleError, match="forms a cycle"):
+        s[u].compute_at(s[t], s[t].axes[0])
+    with pytest.raises(ScheduleError, match="forms a cycle"):
+        s[t].compute_at(s[t], s[t].axes[0])
 
 
 def test_nested_parallel_is_rejected() -> None:

@@ -183,8 +183,12 @@ class Stage:
         parent._check_leaf(axis)
         if self.is_output:
             raise ScheduleError(f"stage {self.name!r} is an output: it cannot be computed at another stage")
-        if parent is self:
-            raise ScheduleError(f"stage {self.name!r}: cannot compute_at itself")
+        cur: Stage | None = parent
+        while cur is not None:
+            if cur is self:
+                raise ScheduleError(f"stage {self.name!r}: compute_at {parent.name!r} forms a cycle "
+                                    f"({parent.name!r} is computed inside {self.name!r})")
+            cur = cur.attach_stage if cur.attach == "at" else None
         self.attach, self.attach_stage, self.attach_axis = "at", parent, axis
 
     def compute_inline(self) -> None:
