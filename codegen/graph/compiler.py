@@ -99,26 +99,34 @@ def compile_graph(graph: Graph, out_dir: Path, target: str = "cpu", config_for: 
     buffers = _buffers(g, groups)
     emitter = CEmitter()
     kernels: list[Kernel] = []
+    lowered: list[LoweredGroup] = []
     bodies: dict[str, str] = {}  # C body without its name -> function name
     sources: list[str] = []
     for k, group in enumerate(groups):
-        func, workload = _lower_group(g, group, f"k{k}", config_for)
-        text = emitter.function(func)
-        key = hashlib.sha1(text.replace(f"void {func.name}(", "void (", 1).encode()).hexdigest()
+        lg = _lower_group(g, group, f"k{k}", config_for)
+        lowered.append(lg)
+        text = emitter.function(lg.func)
+        key = hashlib.sha1(text.replace(f"void {lg.func.name}(", "void (", 1).encode()).hexdigest()
         if key not in bodies:
-            bodies[key] = func.name
+            bodies[key] = lg.func.name
             sources.append(text)
-        kernels.append(Kernel(bodies[key], group.name, [_key(g, r) for r in group.inputs + group.outputs], workload))
+        kernels.append(Kernel(bodies[key], group.name, lg.arg_keys, lg.workload))
         if progress:
             progress(k + 1, len(groups))
     report.kernels, report.unique_kernels = len(kernels), len(bodies)
     report.seconds["lower"] = time.perf_counter() - clock
 
+    clock = time.perf_counter()
+    values = {_key(g, n.outputs[0]): g.weight(n.outputs[0]) for n in g.nodes.values() if n.op.name == "weight"}
+    for key, value in _prepack(lowered, values).items():
+        values[key] = value
+        buffers[key] = Buffer(key, value.shape, value.dtype.name, "weight")
+    report.seconds["prepack"] = time.perf_counter() - clock
     plan = plan_memory(_lifetimes(g, groups, buffers))
     for key, offset in plan.offsets.items():
         buffers[key].offset = offset
     report.arena_bytes, report.unshared_bytes = plan.arena_bytes, plan.unshared_bytes
-    weights = _weight_blob(g, buffers)
+    weights = _weight_blob(values, buffers)
     report.weight_bytes = len(weights)
 
     source = emitter.module_source(sources) + _run_function(g, kernels, buffers)
@@ -169,23 +177,40 @@ def _lifetimes(g: Graph, groups: list[Group], buffers: dict[str, Buffer]) -> lis
             for key, b in buffers.items() if b.kind == "arena"]
 
 
-def _weight_blob(g: Graph, buffers: dict[str, Buffer]) -> bytes:
+def _weight_blob(values: dict[str, np.ndarray], buffers: dict[str, Buffer]) -> bytes:
+    """The weights kernels read, each 64-byte aligned; their offsets go to their buffers."""
     blob = bytearray()
-    for node in g.nodes.values():
-        value = g.weight(node.outputs[0]) if node.op.name == "weight" else None
-        key = node.names[0]
-        if value is None or key not in buffers:
+    for key, b in buffers.items():
+        if b.kind != "weight":
             continue
-        pad = -len(blob) % 64
-        blob += b"\0" * pad
-        buffers[key].offset = len(blob)
-        blob += np.ascontiguousarray(value, dtype=buffers[key].dtype).tobytes()
+        blob += b"\0" * (-len(blob) % 64)
+        b.offset = len(blob)
+        blob += np.ascontiguousarray(values[key], dtype=b.dtype).tobytes()
     return bytes(blob)
 
 
 # ---- kernels ------------------------------------------------------------------------------
 
-def _lower_group(g: Graph, group: Group, name: str, config_for: ConfigFor | None) -> tuple[PrimFunc, str]:
+@dataclass
+class Hoisted:
+    """A weight-only root stage of a kernel's schedule (packing a weight, say): the kernel reads
+    `stand_in` instead, and `tensor` is computed once at compile time from the weights."""
+
+    key: str  # buffer key of the computed value
+    tensor: Tensor
+    stand_in: Tensor
+
+
+@dataclass
+class LoweredGroup:
+    func: PrimFunc
+    workload: str
+    arg_keys: list[str]  # buffer key per kernel parameter
+    hoisted: list[Hoisted]
+    weight_args: dict[str, Tensor]  # buffer key -> placeholder, of the weights the group reads
+
+
+def _lower_group(g: Graph, group: Group, name: str, config_for: ConfigFor | None) -> LoweredGroup:
     tensors: dict[Ref, Tensor] = {}
     args: list[Tensor] = []
     for k, ref in enumerate(group.inputs):
@@ -207,12 +232,62 @@ def _lower_group(g: Graph, group: Group, name: str, config_for: ConfigFor | None
     def template(cfg: Config) -> tuple[Any, list[Tensor]]:
         return topi.schedule_group(outputs, cfg), args + outputs
 
+    keys = [_key(g, r) for r in group.inputs]
+    weight_args = {k: a for k, a, r in zip(keys, args, group.inputs) if g.weight(r) is not None}
     try:
         cfg = config_for(workload, template) if config_for else Config()
-        sched, params = template(cfg)
-        return lower(sched, params, name), workload
+        sched, _ = template(cfg)
+        hoisted = _hoist_weight_stages(sched, {a.op for a in weight_args.values()}, name)
+        params = args + [h.stand_in for h in hoisted] + outputs
+        func = lower(sched, params, name)
     except CodegenError as e:
         raise CodegenError(f"kernel {name} ({group.name}): {e}") from None
+    arg_keys = keys + [h.key for h in hoisted] + [_key(g, r) for r in group.outputs]
+    return LoweredGroup(func, workload, arg_keys, hoisted, weight_args)
+
+
+def _hoist_weight_stages(sched: Any, weights: set[Any], kernel: str) -> list[Hoisted]:
+    """Take out of the schedule each root stage that reads only weights (directly or through such
+    stages): the kernel gets its value as an argument, so weights are pre-packed once."""
+    from codegen.schedule.schedule import replace_reads
+    out: list[Hoisted] = []
+    constant = set(weights)
+    for st in list(sched.stages):
+        reads = st.reads()
+        if st.is_output or st.attach != "root" or not reads or not all(t.op in constant for t in reads):
+            continue
+        constant.add(st.op)
+        stand_in = placeholder(st.op.shape, st.op.dtype, f"pre_{st.name}")
+        out.append(Hoisted(f"{kernel}.{st.name}", st.tensor, stand_in))
+    for h in out:
+        sched.stages.remove(sched.stage_map.pop(h.tensor.op))
+        sched.placeholders.append(h.stand_in)
+        for reader in sched.stages:
+            reader.body = replace_reads(reader.body, h.tensor, h.stand_in)
+    return out
+
+
+def _prepack(groups: list[LoweredGroup], weight_values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Compute every hoisted stage on the weights with one compiled module (plain loops suffice)."""
+    from codegen.backends.c.build import build
+    from codegen.schedule.schedule import create_schedule
+    jobs = []
+    for k, lg in enumerate(groups):
+        if not lg.hoisted:
+            continue
+        outs = [h.tensor for h in lg.hoisted]
+        sched = create_schedule(outs)
+        ins = [(key, t) for key, t in lg.weight_args.items() if t.op in {p.op for p in sched.placeholders}]
+        jobs.append((lower(sched, [t for _, t in ins] + outs, f"prepack{k}"), ins, lg.hoisted))
+    if not jobs:
+        return {}
+    module = build([f for f, _, _ in jobs])
+    values: dict[str, np.ndarray] = {}
+    for func, ins, hoisted in jobs:
+        results = [np.empty(h.tensor.shape, h.tensor.dtype) for h in hoisted]
+        module[func.name](*[np.ascontiguousarray(weight_values[key]) for key, _ in ins], *results)
+        values.update({h.key: r for h, r in zip(hoisted, results)})
+    return values
 
 
 def _workload(g: Graph, group: Group) -> str:

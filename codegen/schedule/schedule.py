@@ -264,7 +264,7 @@ class Schedule:
         cache = compute(tensor.shape, lambda *i: tensor[i], name=f"{tensor.name}.{scope}", tag="copy")
         stage = Stage(cache.op, cache.op.body, scope=scope)
         for st in reader_stages:
-            st.body = _replace_reads(st.body, tensor, cache)
+            st.body = replace_reads(st.body, tensor, cache)
         first = min(self.stages.index(st) for st in reader_stages)
         self.stages.insert(first, stage)
         self.stage_map[cache.op] = stage
@@ -289,7 +289,7 @@ class Schedule:
         return cache
 
 
-def _replace_reads(body: Expr, old: Tensor, new: Tensor) -> Expr:
+def replace_reads(body: Expr, old: Tensor, new: Tensor) -> Expr:
     def go(e: Expr) -> Expr:
         if isinstance(e, TensorRead) and e.tensor.op is old.op:
             return TensorRead(new, tuple(go(i) for i in e.indices))
