@@ -121,6 +121,9 @@ def compile_graph(graph: Graph, out_dir: Path, target: str = "cpu", config_for: 
     for key, value in _prepack(lowered, values).items():
         values[key] = value
         buffers[key] = Buffer(key, value.shape, value.dtype.name, "weight")
+    read = {key for k in kernels for key in k.args}
+    for key in [k for k, b in buffers.items() if b.kind == "weight" and k not in read]:
+        del buffers[key]
     report.seconds["prepack"] = time.perf_counter() - clock
     plan = plan_memory(_lifetimes(g, groups, buffers))
     for key, offset in plan.offsets.items():
@@ -238,11 +241,14 @@ def _lower_group(g: Graph, group: Group, name: str, config_for: ConfigFor | None
         cfg = config_for(workload, template) if config_for else Config()
         sched, _ = template(cfg)
         hoisted = _hoist_weight_stages(sched, {a.op for a in weight_args.values()}, name)
-        params = args + [h.stand_in for h in hoisted] + outputs
+        read = {t.op for st in sched.stages for t in st.reads()}
+        sched.placeholders = [p for p in sched.placeholders if p.op in read]
+        kept = [(k, a) for k, a in zip(keys, args) if a.op in read]  # a packed weight replaces its original
+        params = [a for _, a in kept] + [h.stand_in for h in hoisted] + outputs
         func = lower(sched, params, name)
     except CodegenError as e:
         raise CodegenError(f"kernel {name} ({group.name}): {e}") from None
-    arg_keys = keys + [h.key for h in hoisted] + [_key(g, r) for r in group.outputs]
+    arg_keys = [k for k, _ in kept] + [h.key for h in hoisted] + [_key(g, r) for r in group.outputs]
     return LoweredGroup(func, workload, arg_keys, hoisted, weight_args)
 
 
