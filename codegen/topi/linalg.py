@@ -1,0 +1,271 @@
+"""Matrix multiplication: its compute (NumPy's `matmul`) and a register-blocked CPU template.
+
+The template is the classic BLAS micro-kernel written as a schedule: the output is tiled
+into `tile_m x tile_n` blocks; each block's accumulator lives in a local buffer that the C
+backend turns into vector registers (`cache_write`, or the anchor itself when an element-wise
+consumer such as `relu(matmul + bias)` is the group's output and reads it tile by tile); the
+rows of the tile are unrolled and its columns vectorized, so every step of `k` is `tile_m`
+broadcasts of A times one row of B. B is optionally repacked first into column panels
+`[N/tile_n][K][tile_n]`, so the kernel reads B contiguously instead of striding by N (a
+stride that aliases in the L1 sets when N is a power of two); packing costs one pass over B
+and pays when A has many rows to reuse each panel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from codegen import te
+from codegen.lower.intrin import GemmIntrin
+from codegen.schedule.schedule import Schedule, Stage
+from codegen.te.expr import Expr, rebuild
+from codegen.te.tensor import Tensor, TensorRead
+from codegen.topi.registry import register_compute, register_schedule
+from codegen.tune.space import Config
+from taso_py.types import TensorType
+
+PACK_TAG = "matmul_pack"
+
+
+@register_compute("matmul")
+def matmul(inputs: Sequence[Tensor], _attrs: object, out_types: Sequence[TensorType]) -> tuple[Tensor, ...]:
+    """a @ b with NumPy semantics: 1-D operands are a row / a column, batch dims broadcast."""
+    a, b = inputs
+    out_shape = tuple(out_types[0].known_shape)
+    has_m, has_n = a.ndim > 1, b.ndim > 1
+    k_ext = a.shape[-1]
+    k = te.reduce_axis(k_ext, "k")
+    n_batch = len(out_shape) - has_m - has_n
+
+    def batch_index(t: Tensor, batch: Sequence[Expr]) -> list[Expr]:
+        dims = t.shape[:-2]
+        own = batch[len(batch) - len(dims):] if dims else []
+        return [te.const(0) if d == 1 and out_shape[len(batch) - len(dims) + q] != 1 else v
+                for q, (d, v) in enumerate(zip(dims, own))]
+
+    def body(*idx: Expr) -> Expr:
+        batch = list(idx[:n_batch])
+        i = idx[n_batch] if has_m else None
+        j = idx[-1] if has_n else None
+        a_idx = [*batch_index(a, batch), i, k] if has_m else [k]
+        b_idx = [*batch_index(b, batch), k, j] if has_n else [k]
+        return te.sum(a[tuple(a_idx)] * b[tuple(b_idx)], axis=k)
+
+    out = te.compute(out_shape, body, name="matmul", tag="matmul",
+                     attrs={"has_m": has_m, "has_n": has_n, "n_batch": n_batch})
+    return (out,)
+
+
+# ---- schedule ---------------------------------------------------------------------------------
+
+def _divisor_default(extent: int, choices: Sequence[int], prefer: Sequence[int]) -> int:
+    """The first of `prefer` that divides `extent` (no tail to guard), else the first that fits."""
+    for c in prefer:
+        if c in choices and extent % c == 0:
+            return c
+    fits = [c for c in prefer if c in choices and c <= extent]
+    return fits[0] if fits else choices[0]
+
+
+def expanded_body(s: Schedule, st: Stage) -> Expr:
+    """`st`'s body with the stages inlined into it substituted (what lowering will see)."""
+    def go(e: Expr) -> Expr:
+        if isinstance(e, TensorRead) and e.tensor.op in s.stage_map and s[e.tensor].attach == "inline":
+            src = s[e.tensor]
+            idx = [go(i) for i in e.indices]
+            return go(te.substitute(src.body, {a.var: i for a, i in zip(src.axes, idx)}))
+        return rebuild(e, go)
+    return go(st.body)
+
+
+def reads_identity(s: Schedule, st: Stage, t: Tensor) -> bool:
+    """Whether `st` reads `t` (through inlined stages) only at its own loop indices: an
+    element-wise consumer of the same shape, which can take `t` tile by tile."""
+    if st.tensor.shape != t.shape:
+        return False
+    reads = [e for e in te.walk(expanded_body(s, st)) if isinstance(e, TensorRead) and e.tensor.op is t.op]
+    return bool(reads) and all(len(r.indices) == len(st.axes) and all(i is a.var for i, a in zip(r.indices, st.axes))
+                               for r in reads)
+
+
+def live_readers(s: Schedule, t: Tensor) -> list[Stage]:
+    """The stages that read `t` once inlined stages are substituted."""
+    return [st for st in s.stages if st.attach != "inline" and st.op is not t.op
+            and any(isinstance(e, TensorRead) and e.tensor.op is t.op for e in te.walk(expanded_body(s, st)))]
+
+
+def _rhs_tensor(st: Stage) -> Tensor | None:
+    """B of `sum(A[..] * B[..])` when it is read directly (not an inlined expression) and is a matrix."""
+    src = st.body.source if isinstance(st.body, te.Reduce) else None
+    if isinstance(src, te.Binary) and src.op == "*" and isinstance(src.b, TensorRead) and src.b.tensor.ndim >= 2:
+        return src.b.tensor
+    return None
+
+
+def pack_panels(s: Schedule, b: Tensor, reader: Stage, bn: int) -> Tensor:
+    """Have `reader` read B[..., k, j] from a new stage P[..., j // bn, k, j % bn] (zero-padded N).
+
+    A layout-changing `cache_read`: the panel of `bn` columns a tile needs becomes one
+    contiguous block. P is computed at the root of the kernel, before the reader.
+    """
+    *batch, k_ext, n_ext = b.shape
+    n_pan = -(-n_ext // bn)
+
+    def body(*idx: Expr) -> Expr:
+        *bi, jo, kk, ji = idx
+        j = jo * bn + ji
+        if n_ext % bn == 0:
+            return b[(*bi, kk, j)]
+        return te.if_then_else(j < n_ext, b[(*bi, kk, te.min_(j, n_ext - 1))], te.const(0, b.dtype))
+
+    packed = te.compute((*batch, n_pan, k_ext, bn), body, name=f"{b.name}.packed", tag=PACK_TAG)
+
+    def swap(e: Expr) -> Expr:
+        if isinstance(e, TensorRead) and e.tensor.op is b.op:
+            *bi, kk, j = (swap(i) for i in e.indices)
+            return TensorRead(packed, (*bi, j // bn, kk, j % bn))
+        return rebuild(e, swap)
+
+    reader.body = swap(reader.body)
+    stage = Stage(packed.op, packed.op.body)
+    s.stages.insert(0, stage)
+    s.stage_map[packed.op] = stage
+    return packed
+
+
+def vectorize(st: Stage, axis: object) -> None:
+    """Vectorize the innermost loop when its extent makes a vector type (a power of two up to 64)."""
+    n = axis.extent  # type: ignore[attr-defined]
+    if n > 1 and n <= 64 and n & (n - 1) == 0:
+        st.vectorize(axis)  # type: ignore[arg-type]
+
+
+def schedule_flat(s: Schedule, st: Stage, lanes: int = 16) -> None:
+    """An element-wise stage: outer loops fused and parallel, the last one vectorized when it divides."""
+    axes = list(st.leaf)
+    inner = axes[-1]
+    if len(axes) > 1:
+        outer = axes[0]
+        for ax in axes[1:-1]:
+            outer = st.fuse(outer, ax)
+        st.parallel(outer)
+    if inner.extent % lanes == 0 and inner.extent > lanes:
+        _, vi = st.split(inner, lanes)
+        st.vectorize(vi)
+    else:
+        vectorize(st, inner)
+
+
+def _first_real(st: Stage, axes: Sequence) -> object:
+    """The outermost loop that really loops (extent-1 loops vanish when lowered, with their annotations).
+
+    Tile loops are not fused into one parallel loop: the accumulator is computed at the inner
+    tile loop, and bound inference cannot see through the `//` and `%` of a fused index.
+    """
+    return next((ax for ax in axes if ax.extent > 1), axes[-1])
+
+
+def _fuse_parallel(st: Stage, axes: Sequence) -> None:
+    if not axes:
+        return
+    fused = axes[0]
+    for ax in axes[1:]:
+        fused = st.fuse(fused, ax)
+    st.parallel(fused)
+
+
+@register_schedule("matmul")
+def schedule_matmul(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:
+    """Register-blocked tiles; knobs: tile_m, tile_n, k_unroll, order (tile loop order), pack_b."""
+    op = anchor.op
+    attrs = op.attrs
+    acc_st = s[anchor]
+    if not (attrs["has_m"] and attrs["has_n"]):
+        _schedule_matvec(s, anchor, outputs)
+        return
+    m_ext, n_ext = anchor.shape[-2], anchor.shape[-1]
+    k_ext = acc_st.reduce_axes[0].extent
+    m_opts = tuple(sorted({1, 2, 4, 6, 8, 12, 16} | ({m_ext} if m_ext < 16 else set())))
+    n_opts = tuple(sorted({16, 32, 64} | ({n_ext} if n_ext < 64 else set())))
+    tile_m = cfg.knob("tile_m", m_opts, default=_divisor_default(m_ext, m_opts, (8, 12, 6, 4, 16, m_ext, 2, 1)))
+    tile_n = cfg.knob("tile_n", n_opts, default=_divisor_default(n_ext, n_opts, (32, 64, 16, n_ext)))
+    k_unroll = cfg.knob("k_unroll", (1, 2, 4, 8), default=1)
+    kernel = cfg.knob("kernel", ("gemm", "vector"), default="gemm")
+    k_block = cfg.knob("k_block", (64, 128, 256, 512, 1 << 30), default=1 << 30)
+    order = cfg.knob("order", ("mn", "nm"), default="nm")
+    pack = cfg.knob("pack_b", (False, True), default=m_ext >= 16 and k_ext >= 16 and n_ext >= 32)
+    tile_m, tile_n = min(tile_m, m_ext), min(tile_n, n_ext)
+    if m_ext % tile_m or n_ext % tile_n:
+        kernel = "vector"  # the micro-kernel computes whole tiles only; the vector loops guard the tails
+
+    # `main` writes the output tiles: an element-wise consumer reading the matmul tile by tile, or
+    # the matmul itself; `acc` accumulates a tile (the anchor computed at main's tile, or a cache_write)
+    consumers = [s[t] for t in outputs if t.op is not op]
+    main = next((st for st in consumers if reads_identity(s, st, anchor)), None)
+    if main is None or anchor in outputs or len(live_readers(s, anchor)) != 1:
+        main = acc_st
+        if kernel == "vector":
+            acc_st = s[s.cache_write(anchor, "local")]
+    rhs = _rhs_tensor(acc_st)
+    if pack and rhs is not None:
+        packed = pack_panels(s, rhs, acc_st, tile_n)
+        pst = s[packed]
+        *outer, _k, ji = pst.leaf
+        _fuse_parallel(pst, outer)
+        vectorize(pst, ji)
+
+    *batch, i, j = main.leaf[: len(main.axes)]
+    io, ii = main.split(i, tile_m)
+    jo, ji = main.split(j, tile_n)
+    tiles = [io, jo] if order == "mn" else [jo, io]
+    main.parallel(_first_real(main, [*batch, tiles[0]]))
+    if acc_st is main:  # the gemm micro-kernel writes the output tile in place
+        _tile_kernel(main, tiles, ii, ji, GemmIntrin, tile_m, tile_n, k_block)
+    else:
+        main.reorder(*tiles, ii, ji)
+        if kernel == "vector":  # with the gemm kernel the tile stays a plain array the kernel writes
+            vectorize(main, ji)
+        acc_st.compute_at(main, tiles[1])
+        *_, ai, aj = acc_st.leaf[: len(acc_st.axes)]
+        if kernel == "gemm":
+            _tile_kernel(acc_st, [], ai, aj, GemmIntrin, tile_m, tile_n, k_block)
+        else:
+            (k,) = acc_st.reduce_axes
+            if k_unroll > 1 and k_ext % k_unroll == 0:
+                ko, ki = acc_st.split(k, k_unroll)
+                acc_st.reorder(ko, ki, ai, aj)
+                acc_st.unroll(ki)
+            else:
+                acc_st.reorder(k, ai, aj)
+            acc_st.unroll(ai)
+            vectorize(acc_st, aj)
+
+    for st in consumers:
+        if st is not main:
+            schedule_flat(s, st)
+
+
+def _tile_kernel(st: Stage, tiles: Sequence, ii: object, ji: object, intrin: type, tile_m: int, tile_n: int,
+                 k_block: int) -> None:
+    """Loops (tiles..., [k blocks], rows, cols, k) with the inner three replaced by the gemm micro-kernel."""
+    (k,) = [ax for ax in st.leaf if ax.reduce]
+    k_ext = k.extent
+    k_tile = k_ext if k_block >= k_ext or k_ext % k_block else k_block
+    if k_tile < k_ext:
+        ko, ki = st.split(k, k_tile)
+        st.reorder(*tiles, ko, ii, ji, ki)
+    else:
+        st.reorder(*tiles, ii, ji, k)
+    st.tensorize(ii, intrin("gemm", tile_m, tile_n, k_tile))
+
+
+def _schedule_matvec(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor]) -> None:
+    """A matrix-vector product (a 1-D operand): parallel rows, the reduction left to gcc."""
+    st = s[anchor]
+    data = list(st.leaf[: len(st.axes)])
+    if len(data) > 1:
+        _fuse_parallel(st, data)
+    for t in outputs:
+        if t.op is not anchor.op:
+            schedule_flat(s, s[t])
+

@@ -1,0 +1,112 @@
+"""The dense operators of the operator library (matmul, conv2d): compiled through their CPU
+templates under several knob settings, each result compared with the operator's numpy reference."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from codegen import te
+from codegen.backends.c import build
+from codegen.lower import Intrinsic, lower, walk_stmts
+from codegen.topi import linalg as _linalg  # noqa: F401  (registers matmul)
+from codegen.topi import registry
+from codegen.tune.space import Config
+from taso_py.ops import OPS
+from taso_py.types import TensorType
+
+RNG = np.random.default_rng(0)
+
+
+def rand(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def out_types(op: str, arrays: Sequence[np.ndarray], attrs: Any) -> list[TensorType]:
+    return list(OPS[op].shape([TensorType.of(a) for a in arrays], attrs))
+
+
+def compile_group(outs: Sequence[te.Tensor], ins: Sequence[te.Tensor], cfg: Config, name: str = "k"):  # type: ignore[no-untyped-def]
+    s = registry.schedule_group(outs, cfg)
+    f = lower(s, [*ins, *outs], name)
+    return f, build(f)[name]
+
+
+# ---- matmul ----------------------------------------------------------------------------------
+
+def check_op(op: str, arrays: Sequence[np.ndarray], attrs: Any = None, knobs: dict | None = None) -> Any:
+    """Compile `op` alone under `knobs`, run it, compare with its numpy reference; the lowered kernel."""
+    types = out_types(op, arrays, attrs)
+    ins = [te.placeholder(x.shape, name=f"in{k}") for k, x in enumerate(arrays)]
+    (y,) = registry.compute(op, ins, attrs, types)
+    f, kernel = compile_group([y], ins, Config(knobs))
+    out = np.full(y.shape, np.nan, np.float32)
+    kernel(*arrays, out)
+    (want,) = OPS[op].ref(list(arrays), attrs)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+    return f
+
+
+def matmul_case(a_shape: tuple[int, ...], b_shape: tuple[int, ...], knobs: dict | None = None) -> Any:
+    return check_op("matmul", [rand(*a_shape), rand(*b_shape)], None, knobs)
+
+
+def uses_gemm(f: Any) -> bool:
+    return any(isinstance(s, Intrinsic) for s in walk_stmts(f.body))
+
+
+@pytest.mark.parametrize("knobs", [
+    {},
+    {"kernel": "vector", "tile_m": 4, "tile_n": 16, "k_unroll": 4, "order": "mn", "pack_b": True},
+    {"kernel": "gemm", "tile_m": 6, "tile_n": 16, "k_block": 64, "pack_b": True},
+    {"kernel": "gemm", "tile_m": 2, "tile_n": 32, "order": "mn", "pack_b": False},
+])
+def test_matmul_2d_under_several_knob_settings(knobs: dict) -> None:
+    f = matmul_case((48, 128), (128, 64), knobs)
+    assert uses_gemm(f) == (knobs.get("kernel", "gemm") == "gemm")
+
+
+@pytest.mark.parametrize("knobs", [{"tile_m": 8, "tile_n": 16}, {"pack_b": True, "tile_m": 4, "tile_n": 32},
+                                   {"kernel": "vector", "pack_b": True, "tile_m": 6, "tile_n": 16}])
+def test_matmul_odd_sizes_that_do_not_divide_the_tiles(knobs: dict) -> None:
+    f = matmul_case((37, 29), (29, 45), knobs)
+    assert not uses_gemm(f)  # tails: the guarded vector loops, not the whole-tile micro-kernel
+
+
+def test_matmul_odd_sizes_default_tiles_divide() -> None:
+    f = matmul_case((37, 29), (29, 45))
+    assert uses_gemm(f)  # a 1 x 45 tile divides 37 x 45: the micro-kernel with no tail
+
+
+@pytest.mark.parametrize(("a_shape", "b_shape"), [
+    ((3, 16, 24), (3, 24, 32)),        # BERT's per-head products
+    ((2, 3, 16, 8), (2, 3, 8, 16)),    # rank 4
+    ((2, 1, 12, 8), (3, 8, 32)),       # batch dims broadcast both ways
+    ((4, 16, 24), (24, 32)),           # a weight shared by the batch
+    ((1, 64), (64, 32)),               # a single row (NasRNN's batch of one)
+    ((24,), (3, 24, 16)),              # 1-D left operand
+    ((5, 24), (24,)),                  # 1-D right operand
+])
+def test_matmul_batched_broadcast_and_vectors(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> None:
+    matmul_case(a_shape, b_shape)
+    if len(a_shape) > 1 and len(b_shape) > 1:
+        matmul_case(a_shape, b_shape, {"kernel": "vector", "pack_b": True, "tile_m": 2})
+
+
+@pytest.mark.parametrize("knobs", [{}, {"kernel": "vector", "tile_m": 8, "tile_n": 16}, {"pack_b": True}])
+def test_matmul_with_fused_bias_and_relu(knobs: dict) -> None:
+    m, k, n = 32, 48, 64
+    a, b, bias = rand(m, k), rand(k, n), rand(n)
+    ta, tb, tbias = (te.placeholder(x.shape, name=nm) for x, nm in ((a, "A"), (b, "B"), (bias, "bias")))
+    (y,) = registry.compute("matmul", [ta, tb], None, [TensorType((m, n), "float32")])
+    added = te.compute((m, n), lambda i, j: y[i, j] + tbias[j], name="add", tag="injective")
+    out_t = te.compute((m, n), lambda i, j: te.max_(added[i, j], 0.0), name="relu", tag="injective")
+    f, kernel = compile_group([out_t], [ta, tb, tbias], Config(knobs))
+    out = np.full((m, n), np.nan, np.float32)
+    kernel(a, b, bias, out)
+    np.testing.assert_allclose(out, np.maximum(a @ b + bias, 0), rtol=1e-4, atol=1e-4)
+    assert not [s for s in walk_stmts(f.body) if getattr(s, "buffer", None) is not None
+                and s.buffer.shape == (m, n) and s.buffer.name.startswith("matmul")]  # no full-size temporary
