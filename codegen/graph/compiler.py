@@ -218,7 +218,7 @@ def _lower_group(g: Graph, group: Group, name: str, config_for: ConfigFor | None
     args: list[Tensor] = []
     for k, ref in enumerate(group.inputs):
         t = g.type(ref)
-        tensors[ref] = placeholder(t.shape, t.dtype.value, f"in{k}_{g.name_of(ref)}")
+        tensors[ref] = placeholder(t.shape, t.dtype.value, f"in{k}")  # positional: equal kernels emit equal C
         args.append(tensors[ref])
     for node in group.nodes:
         outs = topi.compute(node.op.name, [tensors[r] for r in node.inputs], node.attrs, node.types)
@@ -263,7 +263,7 @@ def _hoist_weight_stages(sched: Any, weights: set[Any], kernel: str) -> list[Hoi
         if st.is_output or st.attach != "root" or not reads or not all(t.op in constant for t in reads):
             continue
         constant.add(st.op)
-        stand_in = placeholder(st.op.shape, st.op.dtype, f"pre_{st.name}")
+        stand_in = placeholder(st.op.shape, st.op.dtype, f"pre{len(out)}")
         out.append(Hoisted(f"{kernel}.{st.name}", st.tensor, stand_in))
     for h in out:
         sched.stages.remove(sched.stage_map.pop(h.tensor.op))

@@ -3,28 +3,30 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from codegen.backends.c.build import cache_dir
 from codegen.graph.compiler import ConfigFor, Template
+from codegen.tune import records, tuner
 from codegen.tune.space import Config
 
 
-def config_source(records: Path | None, trials: int, console: Any = None) -> ConfigFor:
-    """Knobs per workload: the best recorded config; with `trials`, tune first (records extended)."""
-    from codegen.tune import tuner
+def default_records() -> Path:
+    """~/.cache/taso-py/tuning.jsonl (or under $TASO_CACHE): shared by every compile on this machine."""
+    return cache_dir().parent / "tuning.jsonl"
 
-    path = records or tuner.default_records()
+
+def config_source(path: Path | None, trials: int, progress: bool = True) -> ConfigFor:
+    """Knobs per kernel workload: with `trials`, tune it first (the records grow; records already
+    there are not measured again); then the fastest recorded config, else the defaults."""
+    path = path or default_records()
 
     def config_for(workload: str, template: Template) -> Config:
-        if trials > 0 and _tunable(template):
-            tuner.tune(template, workload, trials, path)
-        best = tuner.load_best(path, workload)
-        return best if best is not None else Config()
+        probe = Config()
+        _, args = template(probe)
+        if not probe.space:
+            return probe
+        if trials > 0:
+            return tuner.tune(template, None, trials, path, name=workload, progress=progress).config
+        return records.load_best(path, records.workload_key(workload, args))
 
     return config_for
-
-
-def _tunable(template: Template) -> bool:
-    cfg = Config()
-    template(cfg)
-    return bool(cfg.space)

@@ -56,7 +56,7 @@ def compile_command(model: Path, target: str, out: Path, no_optimize: bool, libr
         library = load_library(library_path)
         result = optimize(imported, library, cost_model(cost, 0, imported.opset), Settings(1.05, 1000, 30.0, 0))
         graph_model, rewrites = result.model, len(result.outcome.applied)
-    config_for = config_source(records, trials, console=None if as_json else console)
+    config_for = config_source(records, trials, progress=not as_json)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True, disable=as_json) as bar:
         task = bar.add_task("generating kernels", total=None)

@@ -1,0 +1,155 @@
+"""Whole graphs through the compiler: the compiled directory, its results, and `taso compile` / `taso run`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from onnx import TensorProto, helper, numpy_helper
+
+from codegen.errors import CodegenError
+from codegen.graph import compile_graph
+from codegen.runtime import CompiledModel
+from taso_py.cli import main
+from taso_py.errors import InputError
+from taso_py.graph import Graph, evaluate
+from taso_py.types import TensorType
+
+RNG = np.random.default_rng(0)
+
+
+def _w(*shape: int) -> np.ndarray:
+    return (RNG.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32)
+
+
+def mlp(layers: int = 2, width: int = 64, batch: int = 8) -> Graph:
+    """relu(x @ W + b) layers, then a last matmul: the same layer shapes repeat."""
+    g = Graph("mlp")
+    (h,) = (g.add_input("x", TensorType((batch, width))),)
+    for k in range(layers):
+        (m,) = g.add("matmul", [h, g.add_weight(_w(width, width), f"W{k}")])
+        (a,) = g.add("add", [m, g.add_weight(_w(width), f"b{k}")])
+        (h,) = g.add("relu", [a])
+    (y,) = g.add("matmul", [h, g.add_weight(_w(width, 10), "Wout")])
+    g.set_outputs([y], ["y"])
+    return g
+
+
+def _run(g: Graph, out: Path) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    compile_graph(g, out)
+    model = CompiledModel(out)
+    feeds = {n.attrs.name: RNG.standard_normal(n.attrs.type.shape).astype(np.float32) for n in g.inputs}
+    return model.run(feeds), evaluate(g, feeds)
+
+
+def test_mlp_matches_the_reference(tmp_path: Path) -> None:
+    got, want = _run(mlp(), tmp_path / "m")
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-4, atol=1e-5)
+
+
+def test_directory_describes_itself(tmp_path: Path) -> None:
+    report = compile_graph(mlp(layers=1), tmp_path / "m")
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    assert [t["name"] for t in manifest["inputs"]] == ["x"]
+    assert manifest["outputs"] == [{"name": "y", "shape": [8, 10], "dtype": "float32"}]
+    assert [k["group"] for k in manifest["kernels"]] == ["matmul_add_relu", "matmul"]
+    kinds = {b["key"]: b["kind"] for b in manifest["buffers"]}
+    assert {kinds[a] for k in manifest["kernels"] for a in k["args"]} <= {"input", "output", "weight", "arena"}
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["manifest.json", "model.c", "model.so",
+                                                                  "weights.bin"]
+    assert report.kernels == 2
+
+
+def test_identical_layers_share_one_kernel(tmp_path: Path) -> None:
+    report = compile_graph(mlp(layers=4), tmp_path / "m")
+    assert report.kernels == 5
+    assert report.unique_kernels == 2  # four identical relu(x @ W + b) layers, one last matmul
+    assert (tmp_path / "m" / "model.c").read_text().count("void k") == 2
+
+
+def test_a_chain_reuses_memory(tmp_path: Path) -> None:
+    """Six layers each write a 8x64 intermediate; two buffers of the arena serve them all."""
+    report = compile_graph(mlp(layers=6), tmp_path / "m")
+    assert report.unshared_bytes == 6 * 8 * 64 * 4
+    assert report.arena_bytes == 2 * 8 * 64 * 4
+    assert report.arena_bytes < report.unshared_bytes
+
+
+def test_outputs_no_kernel_writes(tmp_path: Path) -> None:
+    """A graph output that is an input, or the same tensor twice, is copied by the run function."""
+    g = Graph()
+    x = g.add_input("x", TensorType((4, 5)))
+    (r,) = g.add("relu", [x])
+    g.set_outputs([x, r, r], ["x_out", "r", "r_again"])
+    got, want = _run(g, tmp_path / "m")
+    for name in ("x_out", "r", "r_again"):
+        np.testing.assert_array_equal(got[name], want[name])
+
+
+def test_recompiling_replaces_an_earlier_compile_but_nothing_else(tmp_path: Path) -> None:
+    compile_graph(mlp(layers=1), tmp_path / "m")
+    compile_graph(mlp(layers=2), tmp_path / "m")
+    assert len(json.loads((tmp_path / "m" / "manifest.json").read_text())["kernels"]) == 3
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "keep.txt").write_text("mine")
+    with pytest.raises(CodegenError, match="not a taso-py compiled model"):
+        compile_graph(mlp(layers=1), other)
+    assert (other / "keep.txt").read_text() == "mine"
+
+
+def test_bad_directories_and_inputs_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no manifest.json"):
+        CompiledModel(tmp_path)
+    compile_graph(mlp(layers=1), tmp_path / "m")
+    model = CompiledModel(tmp_path / "m")
+    with pytest.raises(InputError, match="needs shape"):
+        model.run({"x": np.zeros((2, 2), np.float32)})
+    with pytest.raises(InputError, match="missing input 'x'"):
+        model.run({})
+
+
+# ---- the command line --------------------------------------------------------------------
+
+def _onnx_mlp(path: Path) -> Path:
+    w1, w2 = _w(16, 32), _w(32, 4)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+         helper.make_node("MatMul", ["r", "w2"], ["y"])],
+        "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+@pytest.mark.parametrize("optimize", [False, True])
+def test_compile_then_run_check(tmp_path: Path, optimize: bool) -> None:
+    model = _onnx_mlp(tmp_path / "mlp.onnx")
+    out = tmp_path / "mlp.cpu"
+    args = ["compile", str(model), "--target", "cpu", "-o", str(out), "--json"]
+    done = CliRunner().invoke(main, args + ([] if optimize else ["--no-optimize"]))
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.output)
+    assert report["kernels"] >= 2 and report["optimized"] is optimize
+    assert (out / "model.onnx").is_file()
+    done = CliRunner().invoke(main, ["run", str(out), "--check", "--repeat", "3", "--json"])
+    assert done.exit_code == 0, done.output
+    result = json.loads(done.output)
+    assert result["check"]["ok"] and result["check"]["max_rel_error"] < 1e-4
+    assert result["latency_ms"] > 0
+
+
+def test_cli_errors_are_one_line(tmp_path: Path) -> None:
+    done = CliRunner().invoke(main, ["compile", str(tmp_path / "missing.onnx"), "-o", str(tmp_path / "o")])
+    assert done.exit_code == 2
+    assert "Traceback" not in done.output
+    done = CliRunner().invoke(main, ["run", str(tmp_path)])
+    assert done.exit_code == 2 and "no manifest.json" in done.output
+    model = _onnx_mlp(tmp_path / "mlp.onnx")
+    done = CliRunner().invoke(main, ["compile", str(model), "--target", "accel", "-o", str(tmp_path / "o")])
+    assert done.exit_code == 2 and "not built yet" in done.output
