@@ -26,7 +26,7 @@ def config_source(path: Path | None, trials: int, progress: bool = True) -> Conf
         if not probe.space:
             return probe
         if trials > 0:
-            return tuner.tune(template, None, trials, path, name=workload, progress=progress).config
+            return tuner.tune(template, None, trials, path, name=workload, progress=progress).best
         return records.load_best(path, records.workload_key(workload, args))
 
     return config_for
