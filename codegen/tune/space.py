@@ -27,6 +27,9 @@ class Config:
             return self.values[name]
         return default if default is not None and default in options else options[0]
 
+    def __repr__(self) -> str:
+        return f"Config({self.values!r})"
+
     def chosen(self) -> dict[str, Any]:
         """The value every recorded knob takes in this config."""
         return {name: self.knob(name, options) for name, options in list(self.space.items())}

@@ -1,0 +1,327 @@
+"""The tuner: search a template's knob space by measuring candidates a cost model ranks best.
+
+A template is `fn(cfg) -> (schedule, args)`; run with an empty `Config` it records its
+knobs (the space) and gives the default schedule. `tune` measures the default first, then
+repeats: propose a batch (random while the model knows too little, else simulated
+annealing over the space scored by the model, plus some random picks to keep exploring),
+compile and time each candidate for real, append the records, retrain. A candidate whose
+schedule is illegal, that does not compile, that runs past the time limit or computes
+something else than the default schedule is recorded as a failure and never proposed again.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from codegen.errors import CodegenError, ScheduleError
+from codegen.lower.ir import PrimFunc
+from codegen.schedule.schedule import Schedule
+from codegen.te.tensor import Tensor
+from codegen.tune import records
+from codegen.tune.cost_model import CostModel
+from codegen.tune.features import extract
+from codegen.tune.records import Record
+from codegen.tune.space import Config
+
+Template = Callable[[Config], tuple[Schedule, list[Tensor]]]
+ArgsBuilder = Callable[[Sequence[Tensor]], list[np.ndarray]]
+Point = tuple[int, ...]  # an option index per knob
+
+
+def random_args(args: Sequence[Tensor], seed: int = 0) -> list[np.ndarray]:
+    """Arrays for a kernel's arguments: standard normal floats, small integers."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for t in args:
+        if t.dtype.startswith("float"):
+            out.append(rng.standard_normal(t.shape).astype(t.dtype))
+        else:
+            out.append(rng.integers(0, 8, t.shape).astype(t.dtype))
+    return out
+
+
+@dataclass
+class Measurement:
+    seconds: float | None
+    error: str | None = None
+    outputs: list[np.ndarray] = field(default_factory=list)
+
+
+@dataclass
+class TuneResult:
+    workload: str
+    best: Config
+    best_seconds: float
+    default_seconds: float | None  # None when the default was measured by an earlier call (see records)
+    measured: int  # candidates measured by this call
+    failures: int  # of which failed
+    space_size: int
+
+
+class Space:
+    """A template's knobs and their options; a point picks one option of each."""
+
+    def __init__(self, knobs: dict[str, tuple[Any, ...]]) -> None:
+        self.names = list(knobs)
+        self.options = [knobs[n] for n in self.names]
+
+    @property
+    def knobs(self) -> dict[str, tuple[Any, ...]]:
+        return dict(zip(self.names, self.options))
+
+    @property
+    def size(self) -> int:
+        return math.prod(len(o) for o in self.options)
+
+    def config(self, p: Point) -> Config:
+        return Config({n: o[i] for n, o, i in zip(self.names, self.options, p)})
+
+    def point(self, values: dict[str, Any]) -> Point | None:
+        """The point of recorded values; None when one is no longer an option."""
+        try:
+            return tuple(o.index(values[n]) for n, o in zip(self.names, self.options))
+        except (KeyError, ValueError):
+            return None
+
+    def random(self, rng: random.Random) -> Point:
+        return tuple(rng.randrange(len(o)) for o in self.options)
+
+    def neighbour(self, p: Point, rng: random.Random) -> Point:
+        """`p` with one knob (that has a choice) moved to another option."""
+        movable = [k for k, o in enumerate(self.options) if len(o) > 1]
+        if not movable:
+            return p
+        k = rng.choice(movable)
+        q = list(p)
+        q[k] = rng.choice([i for i in range(len(self.options[k])) if i != p[k]])
+        return tuple(q)
+
+
+class _Search:
+    """The state of one tuning: what is measured, what failed, features, the model."""
+
+    def __init__(self, template: Template, space: Space, args_builder: ArgsBuilder, kernel: str,
+                 repeat: int, timeout: float, seed: int) -> None:
+        self.template = template
+        self.space = space
+        self.args_builder = args_builder
+        self.kernel = kernel
+        self.repeat = repeat
+        self.timeout = timeout
+        self.rng = random.Random(seed)
+        self.model = CostModel(seed=seed)
+        self.features: dict[Point, np.ndarray] = {}
+        self.invalid: dict[Point, str] = {}
+        self.seconds: dict[Point, float] = {}
+        self.failed: dict[Point, str] = {}
+        self.reference: list[np.ndarray] | None = None
+
+    def visited(self, p: Point) -> bool:
+        return p in self.seconds or p in self.failed or p in self.invalid
+
+    # ---- candidates ----------------------------------------------------------------------------
+
+    def lower(self, p: Point) -> tuple[PrimFunc, Schedule, list[Tensor]] | str:
+        """The candidate's kernel, schedule and arguments, or why its schedule is illegal."""
+        from codegen.lower import lower
+        cfg = self.space.config(p)
+        try:
+            sch, args = self.template(cfg)
+            f = lower(sch, args, self.kernel)
+        except ScheduleError as e:
+            self.invalid[p] = str(e)
+            return str(e)
+        self.features[p] = extract(f, cfg.values, self.space.knobs)
+        return f, sch, args
+
+    def feature(self, p: Point) -> np.ndarray | None:
+        if p not in self.features and p not in self.invalid:
+            self.lower(p)
+        return self.features.get(p)
+
+    def propose(self, n: int, explore: float) -> list[Point]:
+        """`n` unvisited points: the model's best found by simulated annealing, a fraction at random."""
+        budget = self.space.size - len(self.seconds) - len(self.failed) - len(self.invalid)
+        n = min(n, budget)
+        picked: list[Point] = []
+        if self.model.trained:
+            n_model = n - round(n * explore)
+            scored = self.anneal(max(4 * n, 16), steps=20)
+            for p, _ in sorted(scored.items(), key=lambda t: t[1]):
+                if len(picked) == n_model:
+                    break
+                picked.append(p)
+        tries = 0
+        while len(picked) < n and tries < 100 * n + 1000:
+            tries += 1
+            p = self.space.random(self.rng)
+            if not self.visited(p) and p not in picked:
+                picked.append(p)
+        if len(picked) < n:  # a small space nearly done: take what is left in order
+            for p in _all_points(self.space):
+                if len(picked) == n:
+                    break
+                if not self.visited(p) and p not in picked:
+                    picked.append(p)
+        return picked
+
+    def anneal(self, chains: int, steps: int) -> dict[Point, float]:
+        """Predicted scores of the unvisited points simulated annealing walked through."""
+        best_known = sorted(self.seconds, key=self.seconds.__getitem__)[: chains // 2]
+        starts = best_known + [self.space.random(self.rng) for _ in range(chains - len(best_known))]
+        cur = [(p, self.score(p)) for p in starts]
+        seen: dict[Point, float] = {p: s for p, s in cur if not self.visited(p) and math.isfinite(s)}
+        for step in range(steps):
+            temp = 1.0 - step / steps
+            for c, (p, s) in enumerate(cur):
+                q = self.space.neighbour(p, self.rng)
+                sq = self.score(q)
+                if not math.isfinite(sq):
+                    continue
+                if not self.visited(q):
+                    seen[q] = sq
+                if sq < s or (temp > 0 and self.rng.random() < math.exp((s - sq) / max(temp, 1e-9))):
+                    cur[c] = (q, sq)
+        return seen
+
+    def score(self, p: Point) -> float:
+        if p in self.seconds:
+            return math.log(self.seconds[p])
+        f = self.feature(p)
+        return math.inf if f is None else float(self.model.predict([f])[0])
+
+    # ---- measuring -----------------------------------------------------------------------------
+
+    def measure(self, p: Point) -> Measurement:
+        from codegen.backends.c import build
+        got = self.lower(p)
+        if isinstance(got, str):
+            return Measurement(None, got)
+        f, sch, args = got
+        try:
+            arrays = self.args_builder(args)
+            kernel = build(f)[self.kernel]
+        except CodegenError as e:
+            return Measurement(None, str(e))
+        outs = [k for k, t in enumerate(args) if any(t == o for o in sch.outputs)]
+        start = time.perf_counter()
+        kernel(*arrays)
+        first = time.perf_counter() - start
+        if first > self.timeout:
+            return Measurement(None, f"timed out: one run took {first:.3g} s (limit {self.timeout:g} s)")
+        result = [arrays[k].copy() for k in outs]
+        if self.reference is not None:
+            for got_out, ref in zip(result, self.reference):
+                if not np.allclose(got_out, ref, rtol=1e-3, atol=1e-3, equal_nan=True):
+                    err = float(np.nanmax(np.abs(got_out.astype(np.float64) - ref)))
+                    return Measurement(None, f"wrong result: differs from the default schedule by {err:.3g}")
+        runs = max(1, min(self.repeat, int(self.timeout / max(first, 1e-9))))
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            kernel(*arrays)
+            times.append(time.perf_counter() - start)
+        return Measurement(statistics.median(times), None, result)
+
+
+def _all_points(space: Space) -> Iterator[Point]:
+    import itertools
+    return itertools.product(*(range(len(o)) for o in space.options))
+
+
+@contextmanager
+def _progress(enabled: bool, total: int, label: str) -> Iterator[Callable[[str], None]]:
+    """A progress bar (rich) advanced once per measured candidate."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[best]}"), disable=not enabled, transient=True) as bar:
+        task = bar.add_task(label, total=total, best="")
+        yield lambda best: bar.update(task, advance=1, best=best)
+
+
+def tune(template: Template, args_builder: ArgsBuilder | None = None, trials: int = 32,
+         records_path: str | Path = "tuning.jsonl", *, name: str | None = None, batch_size: int = 8,
+         explore: float = 0.25, repeat: int = 5, timeout: float = 2.0, seed: int = 0,
+         progress: bool = True) -> TuneResult:
+    """Measure up to `trials` new candidates of `template`; return the fastest config ever recorded.
+
+    `args_builder(args)` makes the arrays the kernel runs on (random ones by default). Records
+    already in `records_path` for this workload are not measured again: they train the model
+    from the start and count towards the best.
+    """
+    cfg0 = Config()
+    _sch0, args0 = template(cfg0)
+    space = Space(dict(cfg0.space))
+    key = records.workload_key(name or getattr(template, "__name__", "template"), args0)
+    search = _Search(template, space, args_builder or random_args, "tuned", repeat, timeout, seed)
+    for rec in records.read(records_path, key):
+        p = space.point(rec.config)
+        if p is None:
+            continue
+        if rec.ok:
+            search.seconds[p] = min(rec.seconds, search.seconds.get(p, math.inf))  # type: ignore[arg-type]
+        else:
+            search.failed[p] = rec.error or "failed"
+    default = space.point(cfg0.chosen())
+    assert default is not None
+    measured = failures = 0
+    with _progress(progress, trials, f"tuning {key}") as advance:
+
+        def run(batch: Sequence[Point]) -> None:
+            nonlocal measured, failures
+            for p in batch:
+                m = search.measure(p)
+                _record(search, records_path, key, p, m)
+                measured += 1
+                failures += m.seconds is None
+                advance(_best_text(search))
+
+        # the default runs first: what it computes is the reference every candidate must match
+        ref = search.measure(default)
+        search.reference = ref.outputs or None
+        default_seconds = ref.seconds
+        if not search.visited(default) or default in search.invalid:
+            search.invalid.pop(default, None)
+            _record(search, records_path, key, default, ref)
+            measured, failures = 1, int(ref.seconds is None)
+            advance(_best_text(search))
+        while measured < trials:
+            pts = [p for p in search.seconds if search.feature(p) is not None]
+            if len(pts) != search.model.trained_on:
+                search.model.fit([search.features[p] for p in pts], [search.seconds[p] for p in pts])
+            known_invalid = set(search.invalid)
+            batch = search.propose(min(batch_size, trials - measured), explore)
+            # illegal schedules met while searching: recorded (never retried), not counted as trials
+            records.append(records_path, [Record(key, space.config(p).values, None, search.invalid[p])
+                                          for p in search.invalid if p not in known_invalid and p not in batch])
+            if not batch:
+                break
+            run(batch)
+    if not search.seconds:
+        raise CodegenError(f"tuning {key}: no candidate ran (first failure: "
+                           f"{next(iter(search.failed.values()), 'none measured')})")
+    best = min(search.seconds, key=search.seconds.__getitem__)
+    return TuneResult(key, space.config(best), search.seconds[best], default_seconds, measured, failures, space.size)
+
+
+def _record(search: _Search, path: str | Path, key: str, p: Point, m: Measurement) -> None:
+    if m.seconds is None:
+        search.failed[p] = m.error or "failed"
+        search.invalid.pop(p, None)
+    else:
+        search.seconds[p] = m.seconds
+    records.append(path, [Record(key, search.space.config(p).values, m.seconds, m.error)])
+
+
+def _best_text(search: _Search) -> str:
+    return f"best {min(search.seconds.values()) * 1e3:.3f} ms" if search.seconds else ""
