@@ -58,21 +58,23 @@ def schedule_group(outputs: Sequence[Tensor], cfg: Config | None = None) -> Sche
     """The CPU schedule of a fused group (TVM's rule: one anchor, injective ops around it).
 
     The anchor is the stage whose tag is not "injective" (fusion puts at most one in a
-    group), else the first output. Injective stages that are not outputs are inlined
-    (a template may override that, e.g. keep a padding stage to compute it at a tile);
-    the anchor's pattern then schedules the rest.
+    group), else the first output. An operator computed in several stages (softmax: max,
+    sum, normalize) tags each stage that must not be inlined with its one pattern; the
+    last of them (producers come first) is the anchor, and its schedule places the others.
+    Injective stages that are not outputs are inlined (a template may override that, e.g.
+    keep a padding stage to compute it at a tile); the anchor's pattern then schedules the rest.
     """
     from codegen.schedule.schedule import create_schedule
     cfg = cfg or Config()
     s = create_schedule(list(outputs))
     anchors = [st for st in s.stages if st.op.tag not in ("injective", "")]
-    if len(anchors) > 1:
+    if len({st.op.tag for st in anchors}) > 1:
         raise CodegenError(f"a fused group has {len(anchors)} anchors ({', '.join(a.name for a in anchors)}); "
                            f"fusion puts at most one in a group")
     for st in s.stages:
         if st.op.tag in ("injective", "") and not st.is_output:
             st.compute_inline()
-    anchor = anchors[0].tensor if anchors else outputs[0]
+    anchor = anchors[-1].tensor if anchors else outputs[0]
     tag = anchor.op.tag if anchors else "injective"
     fn = SCHEDULE.get(tag)
     if fn is None:

@@ -1,0 +1,85 @@
+"""The "injective" pattern: element-wise, broadcasting and data-movement groups.
+
+Every stage of such a group but its outputs is inlined by `schedule_group`, so each output
+is one loop nest that reads the group's inputs directly. The nest runs the output's
+elements in memory order: the innermost axis split by the vector width (its inner part
+vectorized, so contiguous reads become vector loads and a broadcast read stays a splat),
+everything outside it fused into one parallel loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from codegen.schedule.schedule import Schedule, Stage
+from codegen.te.expr import Expr, const
+from codegen.te.tensor import IterVar, Tensor
+from codegen.topi.registry import register_schedule
+from codegen.tune.space import Config
+
+VECTOR_WIDTHS = (4, 8, 16, 32, 64)  # lanes; 16 float32 lanes fill an AVX-512 register
+PARALLEL_MIN = (0, 4096, 16384, 65536)  # below this many elements a parallel region costs more than it saves
+
+
+def broadcast_read(t: Tensor, out_shape: Sequence[int], idx: Sequence[Expr]) -> Expr:
+    """`t` read at output position `idx` under numpy broadcasting (shapes aligned at the right)."""
+    lead = len(out_shape) - t.ndim
+    return t[tuple(const(0) if d == 1 and out_shape[lead + k] != 1 else idx[lead + k]
+                   for k, d in enumerate(t.shape))]
+
+
+def fuse_all(stage: Stage, axes: Sequence[IterVar]) -> IterVar:
+    """Adjacent `axes` fused into one loop (outermost first)."""
+    fused = axes[0]
+    for ax in axes[1:]:
+        fused = stage.fuse(fused, ax)
+    return fused
+
+
+def parallel_unfused(stage: Stage, rows: Sequence[IterVar]) -> None:
+    """Run the longest of `rows` in parallel without fusing them.
+
+    For a stage that another is computed at, inside its innermost row loop: bound inference
+    needs the attached stage's indices linear in that loop, and a fused loop's div/mod
+    terms defeat it (lower's `_same` cannot prove `f // 4 - f // 4` zero, so the region
+    becomes the whole tensor, recomputed in every iteration)."""
+    longest = max(rows, key=lambda ax: ax.extent, default=None)
+    if longest is not None and longest.extent > 1:
+        stage.parallel(longest)
+
+
+def _power_of_two(n: int) -> bool:
+    return n & (n - 1) == 0
+
+
+def schedule_elementwise(stage: Stage, cfg: Config) -> None:
+    """Memory order, innermost axis vectorized, the rest fused and parallel (see module doc).
+
+    A short innermost axis that is not a power of two (gcc's vector lanes must be one) is
+    not split: the whole output is fused and split instead, so it still runs in vector-width
+    chunks, through `#pragma omp simd` since its reads are no longer contiguous.
+    """
+    axes = list(stage.leaf)
+    if not axes:
+        return
+    width = cfg.knob("vector_width", VECTOR_WIDTHS, default=16)
+    size = 1
+    for ax in axes:
+        size *= ax.extent
+    last = axes[-1]
+    if last.extent >= width or _power_of_two(last.extent):
+        outer, inner = stage.split(last, min(width, last.extent))
+        fused = fuse_all(stage, [*axes[:-1], outer])
+    else:
+        fused, inner = stage.split(fuse_all(stage, axes), width)
+    if inner.extent > 1 and _power_of_two(inner.extent):
+        stage.vectorize(inner)
+    if fused.extent > 1 and size >= cfg.knob("parallel_min_elements", PARALLEL_MIN, default=16384):
+        stage.parallel(fused)
+
+
+@register_schedule("injective")
+def schedule_injective(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:
+    """Each output (a split has several) gets its own vectorized, parallel nest."""
+    for out in outputs:
+        schedule_elementwise(s[out], cfg)

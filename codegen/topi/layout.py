@@ -1,0 +1,132 @@
+"""Data movement without arithmetic: concat, split, transpose, reshape, flatten, pad, enlarge.
+
+All are "injective": each output element reads one input element, so they inline into
+their consumers. Reads under a condition (concat's parts, pad's interior) clamp their
+index into the tensor, because a select may evaluate both branches (see te.Select).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from codegen import te
+from codegen.te.expr import Expr, const
+from codegen.te.tensor import Tensor
+from codegen.topi.registry import register_compute
+from taso_py.ops.conv import EnlargeAttrs
+from taso_py.ops.layout import AxisAttrs, FlattenAttrs, PadAttrs, PermAttrs, ShapeAttrs, SplitAttrs
+from taso_py.types import TensorType
+
+
+def clamp(i: Expr, size: int) -> Expr:
+    return te.min_(te.max_(i, const(0)), const(size - 1))
+
+
+def _axis(axis: int, rank: int) -> int:
+    return axis + rank if axis < 0 else axis
+
+
+@register_compute("concat")
+def concat(inputs: Sequence[Tensor], attrs: AxisAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
+    """A chain of selects on the concatenated axis: the last part is the default."""
+    axis = _axis(attrs.axis, inputs[0].ndim)
+    starts = np.cumsum([0] + [t.shape[axis] for t in inputs]).tolist()
+
+    def element(*i: Expr) -> Expr:
+        value: Expr | None = None
+        for k in reversed(range(len(inputs))):
+            t = inputs[k]
+            idx = list(i)
+            idx[axis] = clamp(i[axis] - starts[k], t.shape[axis])
+            read = t[tuple(idx)]
+            value = read if value is None else te.if_then_else(i[axis] < starts[k + 1], read, value)
+        assert value is not None
+        return value
+
+    return (te.compute(out[0].known_shape, element, name="concat", tag="injective"),)
+
+
+@register_compute("split")
+def split(inputs: Sequence[Tensor], attrs: SplitAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
+    """One output per part, each a shifted window of the input."""
+    (x,) = inputs
+    axis = _axis(attrs.axis, x.ndim)
+    starts = np.cumsum([0, *attrs.sizes]).tolist()
+
+    def part(k: int) -> Tensor:
+        def element(*i: Expr) -> Expr:
+            idx = list(i)
+            idx[axis] = i[axis] + starts[k]
+            return x[tuple(idx)]
+        return te.compute(out[k].known_shape, element, name=f"split{k}", tag="injective")
+
+    return tuple(part(k) for k in range(len(attrs.sizes)))
+
+
+@register_compute("transpose")
+def transpose(inputs: Sequence[Tensor], attrs: PermAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
+    """Output axis k is input axis perm[k]."""
+    (x,) = inputs
+
+    def element(*i: Expr) -> Expr:
+        idx: list[Expr] = [const(0)] * x.ndim
+        for k, p in enumerate(attrs.perm):
+            idx[p] = i[k]
+        return x[tuple(idx)]
+
+    return (te.compute(out[0].known_shape, element, name="transpose", tag="injective"),)
+
+
+def reshape_to(x: Tensor, shape: Sequence[int], name: str) -> Tensor:
+    """Same elements in row-major order: output index -> flat offset -> input index."""
+    in_strides = [math.prod(x.shape[k + 1:]) for k in range(x.ndim)]
+    out_strides = [math.prod(shape[k + 1:]) for k in range(len(shape))]
+
+    def element(*i: Expr) -> Expr:
+        flat: Expr = const(0)
+        for v, stride in zip(i, out_strides):
+            flat = flat + v * stride
+        return x[tuple((flat // stride) % size for stride, size in zip(in_strides, x.shape))]
+
+    return te.compute(shape, element, name=name, tag="injective")
+
+
+@register_compute("reshape")
+def reshape(inputs: Sequence[Tensor], attrs: ShapeAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
+    return (reshape_to(inputs[0], out[0].known_shape, "reshape"),)
+
+
+@register_compute("flatten")
+def flatten(inputs: Sequence[Tensor], attrs: FlattenAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
+    return (reshape_to(inputs[0], out[0].known_shape, "flatten"),)
+
+
+def pad_to(x: Tensor, before: Sequence[int], shape: Sequence[int], value: float, name: str) -> Tensor:
+    """out[i] = x[i - before] inside x, else `value`; a negative `before` crops."""
+    fill = const(np.asarray(value, x.dtype).item(), x.dtype)
+
+    def element(*i: Expr) -> Expr:
+        src = [v - b for v, b in zip(i, before)]
+        inside = te.all_of(*(c for s, n, b, size in zip(src, x.shape, before, shape) for c in
+                             ((s >= 0,) if b > 0 else ()) + ((s < n,) if size - b > n else ())))
+        read = x[tuple(clamp(s, n) for s, n in zip(src, x.shape))]
+        return read if isinstance(inside, te.Const) else te.if_then_else(inside, read, fill)
+
+    return te.compute(shape, element, name=name, tag="injective")
+
+
+@register_compute("pad")
+def pad(inputs: Sequence[Tensor], attrs: PadAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
+    (x,) = inputs
+    return (pad_to(x, attrs.pads[:x.ndim], out[0].known_shape, attrs.value, "pad"),)
+
+
+@register_compute("enlarge")
+def enlarge(inputs: Sequence[Tensor], attrs: EnlargeAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
+    """A kernel zero-padded, centered, to a larger kernel size."""
+    (w,) = inputs
+    ph, pw = ((k - n) // 2 for k, n in zip(attrs.kernel, w.shape[2:]))
+    return (pad_to(w, (0, 0, ph, pw), out[0].known_shape, 0.0, "enlarge"),)

@@ -1,0 +1,137 @@
+"""Pooling over NCHW: max and average windows (pattern "pool") and the global average ("reduction").
+
+A window's cells outside the input (its padding, or the overhang of a ceil-mode window)
+read as the reduction's identity, so one reduction covers every window; each window
+holds at least one real cell because pads are smaller than the kernel and a ceil-mode
+window never starts in the end padding (the shape rule drops it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from codegen import te
+from codegen.schedule.schedule import Schedule, Stage
+from codegen.te.expr import Expr, const
+from codegen.te.tensor import IterVar, Tensor
+from codegen.topi.injective import VECTOR_WIDTHS, fuse_all, parallel_unfused, schedule_elementwise
+from codegen.topi.layout import clamp
+from codegen.topi.registry import register_compute, register_schedule
+from codegen.tune.space import Config
+from taso_py.ops.conv import AvgPoolAttrs, MaxPoolAttrs
+from taso_py.types import TensorType
+
+
+def _window(x: Tensor, a: MaxPoolAttrs, n: Expr, c: Expr, i: Expr, j: Expr, ri: IterVar, rj: IterVar,
+            outside: Expr) -> Expr:
+    h, w = x.shape[2:]
+    r = i * a.stride[0] - a.pad[0] + ri
+    q = j * a.stride[1] - a.pad[1] + rj
+    inside = te.all_of(r >= 0, r < h, q >= 0, q < w)
+    return te.if_then_else(inside, x[n, c, clamp(r, h), clamp(q, w)], outside)
+
+
+@register_compute("maxpool2d")
+def maxpool2d(inputs: Sequence[Tensor], attrs: MaxPoolAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
+    (x,) = inputs
+    low = te.min_value(x.dtype)
+    ri, rj = te.reduce_axis(attrs.kernel[0], "ri"), te.reduce_axis(attrs.kernel[1], "rj")
+    return (te.compute(out[0].known_shape,
+                       lambda n, c, i, j: te.max_reduce(_window(x, attrs, n, c, i, j, ri, rj, low), [ri, rj]),
+                       name="maxpool2d", tag="pool"),)
+
+
+def _count(i: Expr, kernel: int, stride: int, lo: int, hi: int, pad0: int) -> Expr:
+    """How many of window i's cells lie in [lo, hi)."""
+    start = i * stride - pad0
+    return te.min_(start + kernel, const(hi)) - te.max_(start, const(lo))
+
+
+@register_compute("avgpool2d")
+def avgpool2d(inputs: Sequence[Tensor], attrs: AvgPoolAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
+    """The sum of each cell times 1/count: one reduction, the divisor a function of the window.
+
+    The count is the window's cells inside the input, or with `count_include_pad` inside
+    the declared pads (a ceil-mode overhang past them never counts, as in ONNX)."""
+    (x,) = inputs
+    a = attrs
+    h, w = x.shape[2:]
+    ri, rj = te.reduce_axis(a.kernel[0], "ri"), te.reduce_axis(a.kernel[1], "rj")
+    zero = const(0.0, x.dtype)
+
+    def element(n: Expr, c: Expr, i: Expr, j: Expr) -> Expr:
+        if a.count_include_pad:
+            rows = _count(i, a.kernel[0], a.stride[0], -a.pad[0], h + a.pad[2], a.pad[0])
+            cols = _count(j, a.kernel[1], a.stride[1], -a.pad[1], w + a.pad[3], a.pad[1])
+        else:
+            rows = _count(i, a.kernel[0], a.stride[0], 0, h, a.pad[0])
+            cols = _count(j, a.kernel[1], a.stride[1], 0, w, a.pad[1])
+        scale = const(1.0, x.dtype) / te.cast(x.dtype, rows * cols)
+        return te.sum(_window(x, a, n, c, i, j, ri, rj, zero) * scale, [ri, rj])
+
+    return (te.compute(out[0].known_shape, element, name="avgpool2d", tag="pool"),)
+
+
+@register_compute("global_avgpool")
+def global_avgpool(inputs: Sequence[Tensor], _attrs: object, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
+    (x,) = inputs
+    spatial = x.shape[2:]
+    axes = [te.reduce_axis(d, f"r{k}") for k, d in enumerate(spatial)]
+    scale = const(float(np.asarray(1.0 / math.prod(spatial), x.dtype)), x.dtype)
+    return (te.compute(out[0].known_shape, lambda n, c, *_: te.sum(x[(n, c, *axes)] * scale, axes),
+                       name="global_avgpool", tag="reduction"),)
+
+
+def _window_loops(stage: Stage, cfg: Config, vector: bool, parallel: bool) -> None:
+    """Fuse the data axes but the last into rows (parallel at the root); with `vector`, the
+    last one, split by the vector width, goes innermost, after the window loops, so
+    neighbouring outputs fill the lanes."""
+    data, red = list(stage.axes), list(stage.reduce_axes)
+    rows = fuse_all(stage, data[:-1]) if len(data) > 1 else None
+    if vector:
+        last = data[-1]
+        width = cfg.knob("pool_vector_width", (4, 8, 16), default=8)
+        lo, li = stage.split(last, min(width, last.extent))
+        stage.reorder(*([rows] if rows is not None else []), lo, *red, li)
+        if li.extent > 1 and li.extent & (li.extent - 1) == 0:
+            stage.vectorize(li)
+    if parallel and rows is not None and rows.extent > 1:
+        stage.parallel(rows)
+
+
+def _place_anchor(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config, vector: bool) -> None:
+    """When the group's one output is an injective consumer of the anchor (a relu after the
+    pool), the anchor is computed a row at a time inside that output's innermost row loop
+    instead of into a whole temporary; other outputs get the injective schedule."""
+    st = s[anchor]
+    readers = s.readers(anchor)
+    consumer = readers[0] if len(readers) == 1 and readers[0].is_output else None
+    if not st.is_output and consumer is not None and len(consumer.leaf) == len(st.axes) > 1:
+        rows = consumer.leaf[:-1]
+        width = cfg.knob("vector_width", VECTOR_WIDTHS, default=16)
+        last = consumer.leaf[-1]
+        _, inner = consumer.split(last, min(width, last.extent))
+        if inner.extent > 1 and inner.extent & (inner.extent - 1) == 0:
+            consumer.vectorize(inner)
+        parallel_unfused(consumer, rows)
+        st.compute_at(consumer, rows[-1])
+        _window_loops(st, cfg, vector, parallel=False)
+    else:
+        _window_loops(st, cfg, vector, parallel=True)
+    for out in outputs:
+        if out != anchor and s[out] is not consumer:
+            schedule_elementwise(s[out], cfg)
+
+
+@register_schedule("pool")
+def schedule_pool(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:
+    _place_anchor(s, anchor, outputs, cfg, vector=True)
+
+
+@register_schedule("reduction")
+def schedule_reduction(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:
+    """Plain reductions (global average): one output element per parallel iteration."""
+    _place_anchor(s, anchor, outputs, cfg, vector=False)
