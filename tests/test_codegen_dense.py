@@ -12,10 +12,12 @@ import pytest
 from codegen import te
 from codegen.backends.c import build
 from codegen.lower import Intrinsic, lower, walk_stmts
+from codegen.schedule import create_schedule
+from codegen.topi import conv, registry
 from codegen.topi import linalg as _linalg  # noqa: F401  (registers matmul)
-from codegen.topi import registry
 from codegen.tune.space import Config
 from taso_py.ops import OPS
+from taso_py.ops.conv import Conv2dAttrs
 from taso_py.types import TensorType
 
 RNG = np.random.default_rng(0)
@@ -110,3 +112,73 @@ def test_matmul_with_fused_bias_and_relu(knobs: dict) -> None:
     np.testing.assert_allclose(out, np.maximum(a @ b + bias, 0), rtol=1e-4, atol=1e-4)
     assert not [s for s in walk_stmts(f.body) if getattr(s, "buffer", None) is not None
                 and s.buffer.shape == (m, n) and s.buffer.name.startswith("matmul")]  # no full-size temporary
+
+
+# ---- conv2d (NCHW) -----------------------------------------------------------------------------
+
+CONV_CASES = {
+    "1x1": ((1, 16, 7, 9), (32, 16, 1, 1), {}, False),
+    "3x3-pad": ((2, 8, 9, 11), (16, 8, 3, 3), {"pad": (1, 1, 1, 1)}, False),
+    "stride2": ((1, 8, 13, 13), (16, 8, 3, 3), {"stride": (2, 2), "pad": (1, 1, 1, 1)}, False),
+    "groups": ((1, 8, 10, 10), (8, 4, 3, 3), {"groups": 2, "pad": (1, 1, 1, 1)}, False),
+    "depthwise": ((1, 8, 10, 10), (8, 1, 3, 3), {"groups": 8, "pad": (1, 1, 1, 1)}, True),
+    "bias-relu": ((1, 16, 8, 8), (16, 16, 3, 3), {"pad": (1, 1, 1, 1), "act": "relu"}, True),
+    "dilated-asym-pad": ((1, 4, 11, 10), (8, 4, 3, 3), {"pad": (2, 1, 0, 1), "dilation": (2, 2)}, True),
+    "odd-sigmoid": ((1, 3, 7, 5), (5, 3, 2, 3), {"act": "sigmoid"}, True),
+}
+CONV_KNOBS = [{}, {"kernel": "vector", "tile_oc": 4, "tile_w": 4},
+              {"tile_oc": 2, "tile_w": 8, "ic_block": 8}, {"kernel": "vector", "tile_oc": 1, "tile_w": 16}]
+
+
+@pytest.mark.parametrize("knobs", CONV_KNOBS)
+@pytest.mark.parametrize("case", sorted(CONV_CASES))
+def test_conv2d_matches_the_reference(case: str, knobs: dict) -> None:
+    x_shape, w_shape, attrs, has_bias = CONV_CASES[case]
+    arrays = [rand(*x_shape), rand(*w_shape)] + ([rand(w_shape[0])] if has_bias else [])
+    check_op("conv2d", arrays, Conv2dAttrs(**attrs), knobs)
+
+
+def test_conv2d_uses_the_micro_kernel_when_tiles_divide() -> None:
+    f = check_op("conv2d", [rand(1, 16, 8, 8), rand(16, 16, 3, 3), rand(16)],
+                 Conv2dAttrs(pad=(1, 1, 1, 1), act="relu"), {"tile_oc": 8, "tile_w": 8})
+    assert uses_gemm(f)
+    # the padded input is computed once, not per tile: its buffer holds the whole padded image
+    assert any(getattr(s, "buffer", None) is not None and s.buffer.shape == (1, 16, 10, 10)
+               for s in walk_stmts(f.body))
+
+
+# ---- conv2d in the blocked layout ----------------------------------------------------------------
+
+def run_plain(t: te.Tensor, ins: Sequence[te.Tensor], *arrays: np.ndarray) -> np.ndarray:
+    """A layout transform compiled with its default schedule (one loop nest)."""
+    kernel = build(lower(create_schedule(t), [*ins, t], "pack"))["pack"]
+    out = np.full(t.shape, np.nan, np.float32)
+    kernel(*arrays, out)
+    return out
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs", "cb", "knobs"), [
+    ((1, 16, 10, 12), (32, 16, 3, 3), {"pad": (1, 1, 1, 1)}, 8, {}),
+    ((1, 16, 10, 12), (32, 16, 3, 3), {"pad": (1, 1, 1, 1), "act": "relu"}, 16, {"tile_w": 4}),
+    ((2, 12, 9, 9), (20, 12, 1, 1), {"act": "relu"}, 8, {"tile_w": 4}),  # channels padded, width tail
+    ((1, 8, 11, 11), (8, 8, 3, 3), {"stride": (2, 2), "pad": (0, 1, 1, 0)}, 8, {"tile_w": 6}),
+])
+def test_conv2d_nchwc_with_packing_matches_the_reference(x_shape: tuple, w_shape: tuple, attrs: dict, cb: int,
+                                                          knobs: dict) -> None:
+    a = Conv2dAttrs(**attrs)
+    x, w, bias = rand(*x_shape), rand(*w_shape), rand(w_shape[0])
+    tx, tw, tb = te.placeholder(x.shape, name="x"), te.placeholder(w.shape, name="w"), te.placeholder(bias.shape,
+                                                                                                         name="b")
+    xp = conv.pack_data(tx, cb)
+    wp = conv.pack_weight(tw, cb, cb)
+    packed_x, packed_w = run_plain(xp, [tx], x), run_plain(wp, [tw], w)
+    assert packed_x.shape == (x_shape[0], -(-x_shape[1] // cb), *x_shape[2:], cb)
+    txp, twp = te.placeholder(xp.shape, name="xp"), te.placeholder(wp.shape, name="wp")
+    y = conv.conv2d_nchwc(txp, twp, tb, a, w_shape[0])
+    _, kernel = compile_group([y], [txp, twp, tb], Config(knobs))
+    out = np.full(y.shape, np.nan, np.float32)
+    kernel(packed_x, packed_w, bias, out)
+    ty = te.placeholder(y.shape, name="y")
+    got = run_plain(conv.unpack_data(ty, w_shape[0]), [ty], out)
+    (want,) = OPS["conv2d"].ref([x, w, bias], a)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
