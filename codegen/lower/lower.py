@@ -299,7 +299,8 @@ def _stage_nest(low: _Lowering, st: Stage, domain: Sequence[tuple[Expr, int]]) -
     first_reduce = next((k for k, iv in enumerate(st.leaf) if iv.reduce), None)
     first_tz = next((k for k, iv in enumerate(st.leaf) if iv in st.tensorized), len(st.leaf))
     # an intrinsic whose tile holds the whole reduction (outer reduce loops of one trip) resets it
-    tz_resets = reduce is not None and all(ext[iv] == 1 for iv in st.leaf[:first_tz] if iv.reduce)
+    tz_resets = (reduce is not None and first_tz < len(st.leaf)
+                 and all(ext[iv] == 1 for iv in st.leaf[:first_tz] if iv.reduce))
 
     def init_nest() -> Stmt:
         assert reduce is not None and first_reduce is not None
