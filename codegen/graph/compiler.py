@@ -31,19 +31,23 @@ from codegen import topi
 from codegen.backends.c.build import compile_shared
 from codegen.backends.c.emit import CEmitter
 from codegen.errors import CodegenError
+from codegen.graph import layout
 from codegen.graph.memory import Lifetime, plan_memory
 from codegen.graph.partition import Group, partition
 from codegen.lower.ir import PrimFunc
 from codegen.lower.lower import lower
 from codegen.te.tensor import Tensor, compute, placeholder
+from codegen.topi import conv
 from codegen.tune.space import Config
 from taso_py.graph.fold import fold_constants
 from taso_py.graph.ir import Graph, Ref
 from taso_py.graph.normalize import fold_batchnorm, fuse_activations
+from taso_py.types import TensorType
 
 log = logging.getLogger(__name__)
 
 MANIFEST_VERSION = 1
+BLOCK = 16  # channels per block of the NCHW[x]c layout: one AVX-512 vector of floats
 # A group's schedule as a tuning template: knobs -> (schedule, kernel arguments)
 Template = Callable[[Config], tuple[Any, list[Tensor]]]
 ConfigFor = Callable[[str, Template], Config]  # (workload key, template) -> knobs; default: untuned
@@ -52,9 +56,14 @@ ConfigFor = Callable[[str, Template], Config]  # (workload key, template) -> kno
 @dataclass
 class Kernel:
     name: str  # the C function
-    group: str  # what it computes, e.g. conv2d_add_relu
-    args: list[str]  # buffer keys, inputs then outputs
+    group: str  # what it computes, e.g. conv2d_add_relu, or a layout transform
+    reads: list[str]  # buffer keys
+    writes: list[str]
     workload: str
+
+    @property
+    def args(self) -> list[str]:
+        return self.reads + self.writes
 
 
 @dataclass
@@ -72,16 +81,37 @@ class CompileReport:
     groups: int = 0
     kernels: int = 0
     unique_kernels: int = 0
+    layout_transforms: int = 0
+    blocked_groups: int = 0
     arena_bytes: int = 0
     unshared_bytes: int = 0
     weight_bytes: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass
+class Hoisted:
+    """A weight-only computation (packing a weight, say): the kernel reads `stand_in`, and
+    `tensor` is computed once at compile time from the weight placeholders it reads."""
+
+    key: str  # buffer key of the computed value
+    tensor: Tensor
+    stand_in: Tensor
+
+
+@dataclass
+class Lowered:
+    func: PrimFunc
+    kernel: Kernel
+    hoisted: list[Hoisted]
+    weight_args: dict[str, Tensor]  # buffer key -> placeholder, of the weights `hoisted` read
+
+
 def compile_graph(graph: Graph, out_dir: Path, target: str = "cpu", config_for: ConfigFor | None = None,
-                  write_onnx: Callable[[Path], None] | None = None, progress: Callable[[int, int], None] | None = None
-                  ) -> CompileReport:
-    """Compile `graph` into `out_dir` (created, or replaced if it holds an earlier compile)."""
+                  write_onnx: Callable[[Path], None] | None = None, progress: Callable[[int, int], None] | None = None,
+                  block: int = BLOCK) -> CompileReport:
+    """Compile `graph` into `out_dir` (created, or replaced if it holds an earlier compile);
+    `block` 0 keeps every tensor in NCHW (no layout transforms)."""
     if target != "cpu":
         raise CodegenError(f"target {target!r} is not built yet (available: cpu)")
     report = CompileReport()
@@ -92,89 +122,211 @@ def compile_graph(graph: Graph, out_dir: Path, target: str = "cpu", config_for: 
     fold_constants(g)
     g.remove_unused()
     groups = partition(g)
-    report.groups = len(groups)
+    layouts = layout.choose(g, groups, block)
+    report.groups, report.blocked_groups = len(groups), sum(1 for b in layouts if b)
     report.seconds["passes"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    buffers = _buffers(g, groups)
-    emitter = CEmitter()
-    kernels: list[Kernel] = []
-    lowered: list[LoweredGroup] = []
-    bodies: dict[str, str] = {}  # C body without its name -> function name
-    sources: list[str] = []
-    for k, group in enumerate(groups):
-        lg = _lower_group(g, group, f"k{k}", config_for)
-        lowered.append(lg)
-        text = emitter.function(lg.func)
-        key = hashlib.sha1(text.replace(f"void {lg.func.name}(", "void (", 1).encode()).hexdigest()
-        if key not in bodies:
-            bodies[key] = lg.func.name
-            sources.append(text)
-        kernels.append(Kernel(bodies[key], group.name, lg.arg_keys, lg.workload))
+    b = _Builder(g, config_for)
+    for k, (group, lay) in enumerate(zip(groups, layouts)):
+        b.group(group, lay)
         if progress:
             progress(k + 1, len(groups))
+    b.finish()
+    emitter = CEmitter()
+    bodies: dict[str, str] = {}  # C body without its name -> function name
+    sources: list[str] = []
+    for lw in b.steps:
+        text = emitter.function(lw.func)
+        key = hashlib.sha1(text.replace(f"void {lw.func.name}(", "void (", 1).encode()).hexdigest()
+        if key not in bodies:
+            bodies[key] = lw.func.name
+            sources.append(text)
+        lw.kernel.name = bodies[key]
+    kernels = [lw.kernel for lw in b.steps]
     report.kernels, report.unique_kernels = len(kernels), len(bodies)
+    report.layout_transforms = sum(1 for k in kernels if k.group.startswith("layout_"))
     report.seconds["lower"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    values = {_key(g, n.outputs[0]): g.weight(n.outputs[0]) for n in g.nodes.values() if n.op.name == "weight"}
-    for key, value in _prepack(lowered, values).items():
-        values[key] = value
-        buffers[key] = Buffer(key, value.shape, value.dtype.name, "weight")
-    read = {key for k in kernels for key in k.args}
-    for key in [k for k, b in buffers.items() if b.kind == "weight" and k not in read]:
-        del buffers[key]
+    for key, value in _prepack(b.steps, b.values).items():
+        b.values[key] = value
+        b.buffers[key] = Buffer(key, value.shape, value.dtype.name, "weight")
+    read = {key for k in kernels for key in k.reads} | set(b.copies.values())
+    for key in [k for k, buf in b.buffers.items() if buf.kind == "weight" and k not in read]:
+        del b.buffers[key]
     report.seconds["prepack"] = time.perf_counter() - clock
-    plan = plan_memory(_lifetimes(g, groups, buffers))
+    plan = plan_memory(_lifetimes(kernels, b.buffers))
     for key, offset in plan.offsets.items():
-        buffers[key].offset = offset
+        b.buffers[key].offset = offset
     report.arena_bytes, report.unshared_bytes = plan.arena_bytes, plan.unshared_bytes
-    weights = _weight_blob(values, buffers)
+    weights = _weight_blob(b.values, b.buffers)
     report.weight_bytes = len(weights)
 
-    source = emitter.module_source(sources) + _run_function(g, kernels, buffers)
+    source = emitter.module_source(sources) + _run_function(kernels, b.buffers, b.copies)
     clock = time.perf_counter()
-    _publish(out_dir, source, weights, _manifest(g, kernels, buffers, plan.arena_bytes, report), write_onnx)
+    _publish(out_dir, source, weights, _manifest(g, kernels, b.buffers, plan.arena_bytes, report), write_onnx)
     report.seconds["gcc"] = time.perf_counter() - clock
     return report
 
 
+class _Builder:
+    """Lowers groups in order, tracking the layout each tensor was produced in and the buffers."""
+
+    def __init__(self, g: Graph, config_for: ConfigFor | None) -> None:
+        self.g = g
+        self.config_for = config_for
+        self.buffers: dict[str, Buffer] = {}
+        self.values: dict[str, np.ndarray] = {}
+        self.produced: dict[Ref, int] = {n.outputs[0]: layout.PLAIN for n in g.inputs}
+        self.steps: list[Lowered] = []
+        self.copies: dict[int, str] = {}  # graph output index -> buffer key no kernel writes there
+        self.outputs = {r: i for i, r in reversed(list(enumerate(g.outputs)))}
+
+    # ---- buffers ---------------------------------------------------------------------------
+
+    def key(self, ref: Ref, lay: int) -> str:
+        """The buffer holding `ref` in layout `lay` (registered on first use)."""
+        g = self.g
+        name = g.name_of(ref)
+        key = name if lay == layout.PLAIN else f"{name}@nchw{lay}c"
+        if key not in self.buffers:
+            t = g.type(ref)
+            shape = tuple(t.shape) if lay == layout.PLAIN else layout.blocked_shape(t.shape, lay)
+            kind, index = "arena", 0
+            if lay == layout.PLAIN and ref.node in g.input_ids:
+                kind, index = "input", g.input_ids.index(ref.node)
+            elif lay == layout.PLAIN and ref in self.outputs:
+                kind, index = "output", self.outputs[ref]
+            elif g.weight(ref) is not None:
+                kind = "weight"
+                value = g.weight(ref)
+                self.values[key] = value if lay == layout.PLAIN else layout.block_array(value, lay)
+            self.buffers[key] = Buffer(key, shape, t.dtype.value, kind, index=index)
+        return key
+
+    def data(self, ref: Ref, lay: int) -> str:
+        """`ref` in layout `lay`, inserting a layout transform kernel where it was produced in another."""
+        have = self.produced[ref]
+        key = self.key(ref, lay)
+        if have != lay and not any(key in s.kernel.writes for s in self.steps):
+            self.transform(ref, have, lay)
+        return key
+
+    # ---- kernels ---------------------------------------------------------------------------
+
+    def transform(self, ref: Ref, src: int, dst: int) -> None:
+        t = self.g.type(ref)
+        shape = tuple(t.shape) if src == layout.PLAIN else layout.blocked_shape(t.shape, src)
+        x = placeholder(shape, t.dtype.value, "in0")
+        y = conv.pack_data(x, dst) if dst != layout.PLAIN else conv.unpack_data(x, t.shape[1])
+        name = f"layout_nchw{dst}c" if dst != layout.PLAIN else "layout_nchw"
+        kernel = Kernel("", name, [self.key(ref, src)], [self.key(ref, dst)], f"{name}{shape}")
+        self.steps.append(self._lower(kernel, [x], [y], {}, []))
+
+    def group(self, group: Group, lay: int) -> None:
+        g = self.g
+        tensors: dict[tuple[Ref, int], Tensor] = {}  # (ref, layout) -> te tensor
+        args: list[Tensor] = []
+        reads: list[str] = []
+        hoisted: list[Hoisted] = []
+        weight_args: dict[str, Tensor] = {}
+        name = f"k{len(self.steps)}"
+
+        def arg(ref: Ref, form: int) -> Tensor:
+            if (ref, form) not in tensors:
+                key = self.key(ref, form) if g.weight(ref) is not None else self.data(ref, form)
+                buf = self.buffers[key]
+                tensors[(ref, form)] = placeholder(buf.shape, buf.dtype, f"in{len(args)}")  # positional names
+                args.append(tensors[(ref, form)])
+                reads.append(key)
+            return tensors[(ref, form)]
+
+        def packed_weight(ref: Ref) -> Tensor:
+            w = placeholder(g.type(ref).shape, g.type(ref).dtype.value, "w")
+            key = self.key(ref, layout.PLAIN)
+            weight_args[key] = w
+            packed = conv.pack_weight(w, lay, lay)
+            stand_in = placeholder(packed.shape, packed.dtype, f"pre{len(hoisted)}")
+            hoisted.append(Hoisted(f"{name}.{key}.packed", packed, stand_in))
+            return stand_in
+
+        computed: dict[Ref, Tensor] = {}
+        for node in group.nodes:
+            def operand(ref: Ref, form: int) -> Tensor:
+                return computed[ref] if ref in computed else arg(ref, form)
+            if lay != layout.PLAIN and node.op.name == "conv2d":
+                data, w, *bias = node.inputs
+                outs: tuple[Tensor, ...] = (conv.conv2d_nchwc(operand(data, lay), packed_weight(w),
+                                                              operand(bias[0], layout.PLAIN) if bias else None,
+                                                              node.attrs, node.types[0].shape[1]),)
+            elif lay != layout.PLAIN:
+                types = [TensorType(layout.blocked_shape(t.shape, lay), t.dtype) for t in node.types]
+                outs = topi.compute(node.op.name, [operand(r, lay) for r in node.inputs],
+                                    layout.blocked_attrs(node, lay), types)
+            else:
+                outs = topi.compute(node.op.name, [operand(r, lay) for r in node.inputs], node.attrs, node.types)
+            computed.update(zip(node.outputs, outs))
+        outputs: list[Tensor] = []
+        writes: list[str] = []
+        for ref in group.outputs:
+            t = computed[ref]
+            if t.op in {o.op for o in outputs}:  # the same tensor twice: copy it out
+                t = compute(t.shape, lambda *i, src=t: src[i], name="copy", tag="injective")
+            outputs.append(t)
+            writes.append(self.key(ref, lay))
+            self.produced[ref] = lay
+        kernel = Kernel("", group.name, reads, writes, _workload(g, group, lay))
+        self.steps.append(self._lower(kernel, args, outputs, weight_args, hoisted))
+
+    def finish(self) -> None:
+        """Graph outputs in NCHW: a transform where the last kernel wrote them blocked; a copy where
+        no kernel writes them (an input or a weight, or the same tensor twice)."""
+        for i, ref in enumerate(self.g.outputs):
+            if self.produced.get(ref, layout.PLAIN) != layout.PLAIN and not any(
+                    self.key(ref, layout.PLAIN) in s.kernel.writes for s in self.steps):
+                self.transform(ref, self.produced[ref], layout.PLAIN)
+            key = self.key(ref, layout.PLAIN)
+            buf = self.buffers[key]
+            if buf.kind != "output" or buf.index != i:
+                self.copies[i] = key
+
+    def _lower(self, kernel: Kernel, args: list[Tensor], outputs: list[Tensor], weight_args: dict[str, Tensor],
+               hoisted: list[Hoisted]) -> Lowered:
+        name = f"k{len(self.steps)}"
+
+        def template(cfg: Config) -> tuple[Any, list[Tensor]]:
+            return topi.schedule_group(outputs, cfg), args + [h.stand_in for h in hoisted] + outputs
+
+        try:
+            cfg = self.config_for(kernel.workload, template) if self.config_for else Config()
+            sched, _ = template(cfg)
+            keys = dict(zip([a.op for a in args], kernel.reads))
+            weights = {a.op for a in args if self.buffers[keys[a.op]].kind == "weight"}
+            more = _hoist_weight_stages(sched, weights, name)
+            if more:  # weights packed by the schedule: computed from the kernel's weight arguments
+                weight_args.update({keys[a.op]: a for a in args if a.op in weights})
+            read = {t.op for st in sched.stages for t in st.reads()}
+            sched.placeholders = [p for p in sched.placeholders if p.op in read]
+            kept = [a for a in args if a.op in read]  # a packed weight replaces its original
+            stand_ins = [h.stand_in for h in hoisted + more]
+            func = lower(sched, kept + stand_ins + outputs, name)
+        except CodegenError as e:
+            raise CodegenError(f"kernel {name} ({kernel.group}): {e}") from None
+        kernel.reads = [keys[a.op] for a in kept] + [h.key for h in hoisted + more]
+        return Lowered(func, kernel, hoisted + more, weight_args)
+
+
 # ---- buffers -----------------------------------------------------------------------------
 
-def _key(g: Graph, ref: Ref) -> str:
-    return g.name_of(ref)
-
-
-def _buffers(g: Graph, groups: list[Group]) -> dict[str, Buffer]:
-    out: dict[str, Buffer] = {}
-
-    def add(ref: Ref, kind: str, index: int = 0) -> None:
-        key = _key(g, ref)
-        if key not in out:
-            t = g.type(ref)
-            out[key] = Buffer(key, tuple(t.shape), t.dtype.value, kind, index=index)
-
-    for i, node in enumerate(g.inputs):
-        add(node.outputs[0], "input", i)
-    for i, ref in enumerate(g.outputs):
-        if _key(g, ref) not in out:
-            add(ref, "output", i)
-    for group in groups:
-        for ref in group.inputs:
-            add(ref, "weight" if g.weight(ref) is not None else "arena")
-        for ref in group.outputs:
-            add(ref, "arena")
-    return out
-
-
-def _lifetimes(g: Graph, groups: list[Group], buffers: dict[str, Buffer]) -> list[Lifetime]:
+def _lifetimes(kernels: list[Kernel], buffers: dict[str, Buffer]) -> list[Lifetime]:
     first: dict[str, int] = {}
     last: dict[str, int] = {}
-    for k, group in enumerate(groups):
-        for ref in group.outputs:
-            first.setdefault(_key(g, ref), k)
-        for ref in group.inputs:
-            last[_key(g, ref)] = k
+    for k, kernel in enumerate(kernels):
+        for key in kernel.writes:
+            first.setdefault(key, k)
+        for key in kernel.reads:
+            last[key] = k
     nbytes = {b.key: int(np.prod(b.shape, dtype=np.int64)) * np.dtype(b.dtype).itemsize for b in buffers.values()}
     return [Lifetime(key, nbytes[key], first[key], last.get(key, first[key]))
             for key, b in buffers.items() if b.kind == "arena"]
@@ -194,64 +346,6 @@ def _weight_blob(values: dict[str, np.ndarray], buffers: dict[str, Buffer]) -> b
 
 # ---- kernels ------------------------------------------------------------------------------
 
-@dataclass
-class Hoisted:
-    """A weight-only root stage of a kernel's schedule (packing a weight, say): the kernel reads
-    `stand_in` instead, and `tensor` is computed once at compile time from the weights."""
-
-    key: str  # buffer key of the computed value
-    tensor: Tensor
-    stand_in: Tensor
-
-
-@dataclass
-class LoweredGroup:
-    func: PrimFunc
-    workload: str
-    arg_keys: list[str]  # buffer key per kernel parameter
-    hoisted: list[Hoisted]
-    weight_args: dict[str, Tensor]  # buffer key -> placeholder, of the weights the group reads
-
-
-def _lower_group(g: Graph, group: Group, name: str, config_for: ConfigFor | None) -> LoweredGroup:
-    tensors: dict[Ref, Tensor] = {}
-    args: list[Tensor] = []
-    for k, ref in enumerate(group.inputs):
-        t = g.type(ref)
-        tensors[ref] = placeholder(t.shape, t.dtype.value, f"in{k}")  # positional: equal kernels emit equal C
-        args.append(tensors[ref])
-    for node in group.nodes:
-        outs = topi.compute(node.op.name, [tensors[r] for r in node.inputs], node.attrs, node.types)
-        for ref, t in zip(node.outputs, outs):
-            tensors[ref] = t
-    outputs: list[Tensor] = []
-    for ref in group.outputs:
-        t = tensors[ref]
-        if t.op in {o.op for o in outputs} or t.op in {a.op for a in args}:  # an alias: copy it out
-            t = compute(t.shape, lambda *i, src=t: src[i], name=f"copy_{g.name_of(ref)}", tag="injective")
-        outputs.append(t)
-    workload = _workload(g, group)
-
-    def template(cfg: Config) -> tuple[Any, list[Tensor]]:
-        return topi.schedule_group(outputs, cfg), args + outputs
-
-    keys = [_key(g, r) for r in group.inputs]
-    weight_args = {k: a for k, a, r in zip(keys, args, group.inputs) if g.weight(r) is not None}
-    try:
-        cfg = config_for(workload, template) if config_for else Config()
-        sched, _ = template(cfg)
-        hoisted = _hoist_weight_stages(sched, {a.op for a in weight_args.values()}, name)
-        read = {t.op for st in sched.stages for t in st.reads()}
-        sched.placeholders = [p for p in sched.placeholders if p.op in read]
-        kept = [(k, a) for k, a in zip(keys, args) if a.op in read]  # a packed weight replaces its original
-        params = [a for _, a in kept] + [h.stand_in for h in hoisted] + outputs
-        func = lower(sched, params, name)
-    except CodegenError as e:
-        raise CodegenError(f"kernel {name} ({group.name}): {e}") from None
-    arg_keys = [k for k, _ in kept] + [h.key for h in hoisted] + [_key(g, r) for r in group.outputs]
-    return LoweredGroup(func, workload, arg_keys, hoisted, weight_args)
-
-
 def _hoist_weight_stages(sched: Any, weights: set[Any], kernel: str) -> list[Hoisted]:
     """Take out of the schedule each root stage that reads only weights (directly or through such
     stages): the kernel gets its value as an argument, so weights are pre-packed once."""
@@ -263,7 +357,7 @@ def _hoist_weight_stages(sched: Any, weights: set[Any], kernel: str) -> list[Hoi
         if st.is_output or st.attach != "root" or not reads or not all(t.op in constant for t in reads):
             continue
         constant.add(st.op)
-        stand_in = placeholder(st.op.shape, st.op.dtype, f"pre{len(out)}")
+        stand_in = placeholder(st.op.shape, st.op.dtype, f"pre_s{len(out)}")
         out.append(Hoisted(f"{kernel}.{st.name}", st.tensor, stand_in))
     for h in out:
         sched.stages.remove(sched.stage_map.pop(h.tensor.op))
@@ -273,18 +367,18 @@ def _hoist_weight_stages(sched: Any, weights: set[Any], kernel: str) -> list[Hoi
     return out
 
 
-def _prepack(groups: list[LoweredGroup], weight_values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Compute every hoisted stage on the weights with one compiled module (plain loops suffice)."""
+def _prepack(steps: list[Lowered], weight_values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Compute every hoisted tensor on the weights with one compiled module (plain loops suffice)."""
     from codegen.backends.c.build import build
     from codegen.schedule.schedule import create_schedule
     jobs = []
-    for k, lg in enumerate(groups):
-        if not lg.hoisted:
+    for k, lw in enumerate(steps):
+        if not lw.hoisted:
             continue
-        outs = [h.tensor for h in lg.hoisted]
+        outs = [h.tensor for h in lw.hoisted]
         sched = create_schedule(outs)
-        ins = [(key, t) for key, t in lg.weight_args.items() if t.op in {p.op for p in sched.placeholders}]
-        jobs.append((lower(sched, [t for _, t in ins] + outs, f"prepack{k}"), ins, lg.hoisted))
+        ins = [(key, t) for key, t in lw.weight_args.items() if t.op in {p.op for p in sched.placeholders}]
+        jobs.append((lower(sched, [t for _, t in ins] + outs, f"prepack{k}"), ins, lw.hoisted))
     if not jobs:
         return {}
     module = build([f for f, _, _ in jobs])
@@ -296,14 +390,15 @@ def _prepack(groups: list[LoweredGroup], weight_values: dict[str, np.ndarray]) -
     return values
 
 
-def _workload(g: Graph, group: Group) -> str:
-    """What tuning records are keyed by: the group's operators, attributes and shapes."""
+def _workload(g: Graph, group: Group, lay: int) -> str:
+    """What tuning records are keyed by: the group's operators, attributes, shapes and layout."""
     parts = [f"{n.op.name}{n.attrs!r}" for n in group.nodes]
     shapes = [str(g.type(r).shape) for r in group.inputs]
-    return hashlib.sha1(("|".join(parts) + "|" + ",".join(shapes)).encode()).hexdigest()[:16] + ":" + group.name
+    text = "|".join(parts) + "|" + ",".join(shapes) + f"|{lay}"
+    return hashlib.sha1(text.encode()).hexdigest()[:16] + ":" + group.name
 
 
-def _run_function(g: Graph, kernels: list[Kernel], buffers: dict[str, Buffer]) -> str:
+def _run_function(kernels: list[Kernel], buffers: dict[str, Buffer], copies: dict[int, str]) -> str:
     def ptr(key: str) -> str:
         b = buffers[key]
         ctype = {"float32": "float", "int64": "int64_t", "int32": "int32_t", "bool": "bool"}.get(b.dtype, "float")
@@ -314,11 +409,10 @@ def _run_function(g: Graph, kernels: list[Kernel], buffers: dict[str, Buffer]) -
     lines = ["", "void taso_model_run(void** inputs, void** outputs, char* weights, char* arena) {"]
     for k in kernels:
         lines.append(f"  {k.name}({', '.join(ptr(a) for a in k.args)});")
-    for i, ref in enumerate(g.outputs):  # outputs that no kernel writes: an input, a weight, a repeat
-        b = buffers[_key(g, ref)]
-        if b.kind != "output" or b.index != i:
-            nbytes = int(np.prod(b.shape, dtype=np.int64)) * np.dtype(b.dtype).itemsize
-            lines.append(f"  memcpy(outputs[{i}], {ptr(b.key)}, {nbytes});")
+    for i, key in copies.items():  # outputs that no kernel writes: an input, a weight, a repeat
+        b = buffers[key]
+        nbytes = int(np.prod(b.shape, dtype=np.int64)) * np.dtype(b.dtype).itemsize
+        lines.append(f"  memcpy(outputs[{i}], {ptr(key)}, {nbytes});")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

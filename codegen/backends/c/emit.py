@@ -55,6 +55,13 @@ static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 SMALL_LOCAL = 64 * 1024  # bytes: local buffers up to this size live on the stack
 
 
+class _ScalarAccess(Exception):
+    """A buffer declared as vectors is accessed by scalar code."""
+
+    def __init__(self, buffer: Buffer) -> None:
+        self.buffer = buffer
+
+
 @dataclass(frozen=True)
 class VecType:
     lanes: int
@@ -92,14 +99,20 @@ class CEmitter:
         return PRELUDE + types + helpers + "\n" + "\n".join(bodies)
 
     def function(self, f: PrimFunc) -> str:
-        self.names = Names(sanitize=True)
-        self.ranges: Ranges = {}
-        self.vector_bufs = _vector_buffers(f.body)
-        params = ", ".join(f"{C_TYPES[b.dtype]}* {self.restrict} {self.names(b)}" for b in f.params)
-        lines = [f"{self.func_prefix}void {f.name}({params}) {{"]
-        lines += list(self.stmt(f.body, 1, in_parallel=False))
-        lines.append("}")
-        return "\n".join(lines) + "\n"
+        demoted: set[Buffer] = set()
+        while True:  # a buffer met in scalar code (a vector loop that fell back) is demoted; emit again
+            self.names = Names(sanitize=True)
+            self.ranges: Ranges = {}
+            self.vector_bufs = {b: v for b, v in _vector_buffers(f.body).items() if b not in demoted}
+            params = ", ".join(f"{C_TYPES[b.dtype]}* {self.restrict} {self.names(b)}" for b in f.params)
+            lines = [f"{self.func_prefix}void {f.name}({params}) {{"]
+            try:
+                lines += list(self.stmt(f.body, 1, in_parallel=False))
+            except _ScalarAccess as e:
+                demoted.add(e.buffer)
+                continue
+            lines.append("}")
+            return "\n".join(lines) + "\n"
 
     # ---- statements ------------------------------------------------------------------------
 
@@ -113,6 +126,8 @@ class CEmitter:
         elif isinstance(s, Allocate):
             yield from self.allocate(s, depth, in_parallel)
         elif isinstance(s, Store):
+            if s.buffer in self.vector_bufs:
+                raise _ScalarAccess(s.buffer)
             yield f"{pad}{self.names(s.buffer)}[{self.expr(s.index)}] = {self.expr(s.value)};"
         elif isinstance(s, IfThenElse):
             yield f"{pad}if ({self.expr(s.cond)}) {{"
@@ -141,6 +156,7 @@ class CEmitter:
                 yield from vec
                 return
             yield f"{pad}#pragma omp simd"
+            in_parallel = True  # no `omp parallel` may nest inside a simd loop: inner ones run serially
         elif s.kind is LoopKind.PARALLEL and not in_parallel:
             yield f"{pad}#pragma omp parallel for schedule(static)"
             in_parallel = True
@@ -184,7 +200,7 @@ class CEmitter:
     def vector_loop(self, s: For, depth: int) -> list[str] | None:
         """The loop as vector-extension statements, or None when an access is not contiguous."""
         stores = [x for x in (s.body.stmts if isinstance(s.body, Seq) else (s.body,))]
-        if not all(isinstance(x, Store) for x in stores):
+        if not _vector_lanes(s.extent) or not all(isinstance(x, Store) for x in stores):
             return None
         vt = None
         for st in stores:
@@ -252,7 +268,7 @@ class CEmitter:
             return self.names(e)
         if isinstance(e, Load):
             if e.buffer in self.vector_bufs:
-                raise CodegenError(f"buffer {e.buffer.name!r} is read outside vector code")
+                raise _ScalarAccess(e.buffer)
             return f"{self.names(e.buffer)}[{self.expr(e.index)}]"
         if isinstance(e, Binary):
             a, b = self.expr(e.a), self.expr(e.b)
@@ -344,7 +360,13 @@ def _vector_buffers(body: Stmt) -> dict[Buffer, VecType]:
 
     visit(body, None)
     return {b: VecType(next(iter(lanes[b])), b.dtype) for b in local
-            if ok[b] and len(lanes[b]) == 1 and b.size % next(iter(lanes[b])) == 0 and b.dtype == "float32"}
+            if ok[b] and len(lanes[b]) == 1 and _vector_lanes(next(iter(lanes[b])))
+            and b.size % next(iter(lanes[b])) == 0 and b.dtype == "float32"}
+
+
+def _vector_lanes(n: int) -> bool:
+    """GCC vector types need a power-of-two number of lanes; other widths are left to `omp simd`."""
+    return n >= 2 and n & (n - 1) == 0
 
 
 def _aligned(index: Expr, vloop: For) -> bool:
