@@ -2,27 +2,29 @@
 
 Softmax and layer norm are several stages each, all tagged with the operator's pattern
 ("softmax", "layernorm") so that `schedule_group` inlines none of them and takes the last
-(the normalized output) as the anchor. Their schedules run the output's rows in parallel
-and compute each row's statistics inside the innermost row loop, so a row is read from memory once
-and stays in cache for the passes over it. `compute_at` needs a stage's one reader as its
-parent, so the stages are shaped for that:
+(the normalized output) as the anchor. Their schedules run the rows in parallel and
+compute each row's statistics inside the innermost row loop, so the passes over a row
+find it in cache. Two constraints shape the stages:
 
-- softmax: the row maximum is computed twice, once for the exp-sum and once for the
-  normalizing pass (the same computation, so both shift by the same value) — comparisons
-  over a cached row are cheap next to a second pass over memory;
-- layer norm: the sum and the sum of squares, both read only by the output, accumulated
-  in float64 so E[x^2] - E[x]^2 does not cancel away the variance of a row with a large mean.
+- a row reduction is two stages (`row_reduce`): 16 partial results whose lanes are
+  consecutive elements — vector code, accumulators in registers — then their combination;
+  a plain reduction would be one serial chain of scalar adds;
+- `compute_at` needs a stage's one reader as its parent, so a statistic read twice is
+  computed twice (layer norm's mean, for the variance and for the output: the same
+  computation, so the same value) or materialized (softmax's exponentials, one `expf`
+  per element, which the output pass and the sum both read).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 
 from codegen import te
 from codegen.schedule.schedule import Schedule, Stage
 from codegen.te.expr import Expr, const
 from codegen.te.tensor import IterVar, Tensor
-from codegen.topi.injective import broadcast_read, parallel_unfused, schedule_elementwise
+from codegen.topi.injective import VECTOR_WIDTHS, broadcast_read, parallel_unfused, schedule_elementwise
 from codegen.topi.registry import register_compute, register_schedule
 from codegen.tune.space import Config
 from taso_py.ops.norm import EpsAttrs, LayerNormAttrs, SoftmaxAttrs
@@ -43,77 +45,105 @@ def batchnorm(inputs: Sequence[Tensor], attrs: EpsAttrs, out: Sequence[TensorTyp
     return (te.compute(x.shape, element, name="batchnorm", tag="injective"),)
 
 
-def _insert(rest: Sequence[Expr], axis: int, v: Expr | IterVar) -> tuple:
+LANES = 16  # partial results per row reduction: one AVX-512 register of float32
+
+
+def row_reduce(combiner: str, rows: tuple[int, ...], n: int, value: Callable[[tuple[Expr, ...], Expr], Expr],
+               name: str, tag: str) -> Tensor:
+    """`combiner` ("sum", "max") of value(row, k) over k in [0, n), for every row.
+
+    With n >= LANES it is `name`_part[row, l], the reduction over chunks c of the element
+    c * LANES + l (the identity past n), then `name`[row] over the LANES lanes."""
+    reducer = te.sum if combiner == "sum" else te.max_reduce
+    if n < LANES:
+        k = te.reduce_axis(n, "k")
+        return te.compute(rows, lambda *r: reducer(value(r, k.var), k), name=name, tag=tag)
+    kc = te.reduce_axis(-(-n // LANES), "kc")
+
+    def part(*idx: Expr) -> Expr:
+        r, k = idx[:-1], kc * LANES + idx[-1]
+        if n % LANES == 0:
+            return reducer(value(r, k), kc)
+        v = value(r, te.min_(k, const(n - 1)))
+        identity = const(0, v.dtype) if combiner == "sum" else te.min_value(v.dtype)
+        return reducer(te.if_then_else(k < n, v, identity), kc)
+
+    partial = te.compute((*rows, LANES), part, name=f"{name}_part", tag=tag)
+    kl = te.reduce_axis(LANES, "kl")
+    return te.compute(rows, lambda *r: reducer(partial[(*r, kl)], kl), name=name, tag=tag)
+
+
+def _insert(rest: Sequence[Expr], axis: int, v: Expr) -> tuple:
     return (*rest[:axis], v, *rest[axis:])
 
 
 @register_compute("softmax")
 def softmax(inputs: Sequence[Tensor], attrs: SoftmaxAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
+    """exp(x - max) materialized, its row sums, then the exponentials times 1 / sum."""
     (x,) = inputs
     axis = attrs.axis + x.ndim if attrs.axis < 0 else attrs.axis
     n = x.shape[axis]
     rows = x.shape[:axis] + x.shape[axis + 1:]
 
-    def row_max(name: str) -> Tensor:
-        k = te.reduce_axis(n, "k")
-        return te.compute(rows, lambda *r: te.max_reduce(x[_insert(r, axis, k)], k), name=name, tag="softmax")
+    def drop(i: Sequence[Expr]) -> tuple:
+        return (*i[:axis], *i[axis + 1:])
 
-    shift_sum = row_max("softmax_max_sum")
-    k = te.reduce_axis(n, "k")
-    total = te.compute(rows, lambda *r: te.sum(te.exp(x[_insert(r, axis, k)] - shift_sum[r]), k),
-                       name="softmax_sum", tag="softmax")
-    shift = row_max("softmax_max")
-
-    def element(*i: Expr) -> Expr:
-        r = i[:axis] + i[axis + 1:]
-        return te.exp(x[i] - shift[r]) * (const(1.0, x.dtype) / total[r])
-
-    return (te.compute(x.shape, element, name="softmax", tag="softmax", attrs={"axis": axis}),)
+    shift = row_reduce("max", rows, n, lambda r, k: x[_insert(r, axis, k)], "softmax_max", "softmax")
+    exps = te.compute(x.shape, lambda *i: te.exp(x[i] - shift[drop(i)]), name="softmax_exp", tag="softmax",
+                      attrs={"axis": axis})
+    total = row_reduce("sum", rows, n, lambda r, k: exps[_insert(r, axis, k)], "softmax_sum", "softmax")
+    one = const(1.0, x.dtype)
+    return (te.compute(x.shape, lambda *i: exps[i] * (one / total[drop(i)]), name="softmax", tag="softmax",
+                       attrs={"axis": axis}),)
 
 
 @register_compute("layernorm")
 def layernorm(inputs: Sequence[Tensor], attrs: LayerNormAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
+    """Two passes for the statistics (mean, then the mean square of x - mean), as the reference."""
     x, scale = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
     axis = attrs.axis + x.ndim if attrs.axis < 0 else attrs.axis
-    norm = x.shape[axis:]
-    count = 1
-    for d in norm:
-        count *= d
+    rows, norm = x.shape[:axis], x.shape[axis:]
+    count = math.prod(norm)
+    strides = [math.prod(norm[j + 1:]) for j in range(len(norm))]
+    inv = const(1.0 / count, x.dtype)
 
-    def moment(power: int, name: str) -> Tensor:
-        def f(*r: Expr) -> Expr:
-            ks = [te.reduce_axis(d, f"k{j}") for j, d in enumerate(norm)]
-            v = te.cast("float64", x[(*r, *ks)])
-            return te.sum(v if power == 1 else v * v, ks)
-        return te.compute(x.shape[:axis], f, name=name, tag="layernorm")
+    def element(r: tuple[Expr, ...], k: Expr) -> Expr:
+        return x[(*r, *((k // st) % d for st, d in zip(strides, norm)))]
 
-    s1, s2 = moment(1, "layernorm_sum"), moment(2, "layernorm_sumsq")
-    inv = const(1.0 / count, "float64")
+    def centred(mean: Tensor) -> Callable[[tuple[Expr, ...], Expr], Expr]:
+        def f(r: tuple[Expr, ...], k: Expr) -> Expr:
+            d = element(r, k) - mean[r] * inv
+            return d * d
+        return f
 
-    def element(*i: Expr) -> Expr:
+    tag = "layernorm"
+    var = row_reduce("sum", rows, count, centred(row_reduce("sum", rows, count, element, "layernorm_mean_v", tag)),
+                     "layernorm_var", tag)
+    mean = row_reduce("sum", rows, count, element, "layernorm_mean", tag)
+    one, eps = const(1.0, x.dtype), const(attrs.epsilon, x.dtype)
+
+    def y(*i: Expr) -> Expr:
         r = i[:axis]
-        mean = s1[r] * inv
-        rstd = const(1.0, "float64") / te.sqrt(s2[r] * inv - mean * mean + const(attrs.epsilon, "float64"))
-        y = (x[i] - te.cast(x.dtype, mean)) * te.cast(x.dtype, rstd) * broadcast_read(scale, x.shape, i)
-        return y + broadcast_read(bias, x.shape, i) if bias is not None else y
+        v = (x[i] - mean[r] * inv) * (one / te.sqrt(var[r] * inv + eps)) * broadcast_read(scale, x.shape, i)
+        return v + broadcast_read(bias, x.shape, i) if bias is not None else v
 
-    return (te.compute(x.shape, element, name="layernorm", tag="layernorm", attrs={"axis": axis}),)
+    return (te.compute(x.shape, y, name="layernorm", tag=tag, attrs={"axis": axis}),)
 
 
 def _vectorize_last(stage: Stage, cfg: Config) -> None:
     last = stage.leaf[-1]
-    width = cfg.knob("vector_width", (4, 8, 16, 32), default=16)
+    width = cfg.knob("vector_width", VECTOR_WIDTHS, default=16)
     if last.extent >= width or (last.extent > 1 and last.extent & (last.extent - 1) == 0):
         _, inner = stage.split(last, min(width, last.extent))
         stage.vectorize(inner)
 
 
 def _row_loop(stage: Stage, axis: int, cfg: Config, move_axis_last: bool) -> IterVar | None:
-    """The output's axes before `axis` (or, for softmax, all but `axis`) are the row loops,
-    the longest run in parallel (not fused: see `parallel_unfused`), the normalized axes
-    inside them, the innermost vectorized when it is contiguous. Returns the innermost row
-    loop, where the statistics are computed; None when there is a single row."""
+    """The axes before `axis` (or, for softmax, all but `axis`) are the row loops, the longest
+    run in parallel (not fused: see `parallel_unfused`), the normalized axes inside them,
+    the innermost vectorized when it is contiguous. Returns the innermost row loop, where
+    the statistics are computed; None when there is a single row."""
     axes = list(stage.leaf)
     if move_axis_last:
         outer = axes[:axis] + axes[axis + 1:]
@@ -126,6 +156,31 @@ def _row_loop(stage: Stage, axis: int, cfg: Config, move_axis_last: bool) -> Ite
     return outer[-1] if outer else None
 
 
+def _read(s: Schedule, reader: Stage, name: str) -> Stage:
+    (stage,) = (s[t] for t in reader.reads() if t.op.name == name)
+    return stage
+
+
+def _attach_reduction(s: Schedule, total: Stage, parent: Stage, axis: IterVar | None) -> tuple[Stage, IterVar | None]:
+    """Compute a `row_reduce` result at `parent`'s row loop `axis` (None: a single row, all at
+    the root), its partial stage inside it with the lanes vectorized. Returns the stage that
+    reads the reduced values and its innermost row loop (where what it reads is computed)."""
+    rows = len(total.axes)
+    if axis is not None:
+        total.compute_at(parent, axis)
+    parts = [s[t] for t in total.reads() if t.op.name == f"{total.name}_part"]
+    if not parts:
+        return total, total.leaf[rows - 1] if rows and axis is not None else None
+    (part,) = parts
+    if rows and axis is not None:
+        part.compute_at(total, total.leaf[rows - 1])
+    (chunks,) = part.reduce_axes
+    lanes = part.axes[-1]
+    part.reorder(chunks, lanes)
+    part.vectorize(lanes)
+    return part, part.leaf[rows - 1] if rows and axis is not None else None
+
+
 def _others(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> Stage:
     for out in outputs:
         if out != anchor:
@@ -135,25 +190,19 @@ def _others(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config)
 
 @register_schedule("softmax")
 def schedule_softmax(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:
+    """Two parallel row nests: max then exponentials; sum then normalized output."""
     st = _others(s, anchor, outputs, cfg)
-    shift, total = (s[t] for t in st.reads() if t.op.name in ("softmax_max", "softmax_sum"))
-    if shift.name == "softmax_sum":
-        shift, total = total, shift
-    (shift_sum,) = (s[t] for t in total.reads() if t.op.name == "softmax_max_sum")
-    rows = _row_loop(st, st.op.attrs["axis"], cfg, move_axis_last=True)
-    if rows is None:  # one row: the statistics are scalars computed first
-        return
-    shift.compute_at(st, rows)
-    total.compute_at(st, rows)
-    shift_sum.compute_at(total, total.leaf[len(total.axes) - 1])
+    axis = st.op.attrs["axis"]
+    _attach_reduction(s, _read(s, st, "softmax_sum"), st, _row_loop(st, axis, cfg, move_axis_last=True))
+    exps = _read(s, st, "softmax_exp")
+    _attach_reduction(s, _read(s, exps, "softmax_max"), exps, _row_loop(exps, axis, cfg, move_axis_last=True))
 
 
 @register_schedule("layernorm")
 def schedule_layernorm(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:
+    """One parallel row nest: per row, the mean, the variance (and its own mean), the output."""
     st = _others(s, anchor, outputs, cfg)
     rows = _row_loop(st, st.op.attrs["axis"], cfg, move_axis_last=False)
-    if rows is None:
-        return
-    for t in st.reads():
-        if t.op.name in ("layernorm_sum", "layernorm_sumsq"):
-            s[t].compute_at(st, rows)
+    _attach_reduction(s, _read(s, st, "layernorm_mean"), st, rows)
+    reader, loop = _attach_reduction(s, _read(s, st, "layernorm_var"), st, rows)
+    _attach_reduction(s, _read(s, reader, "layernorm_mean_v"), reader, loop)
