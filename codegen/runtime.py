@@ -30,6 +30,13 @@ class TensorSpec:
     dtype: str
 
 
+@dataclass(frozen=True)
+class KernelTime:
+    kernel: str
+    group: str
+    ms: float
+
+
 def _aligned_empty(nbytes: int) -> np.ndarray:
     raw = np.empty(nbytes + 64, np.uint8)
     start = -raw.ctypes.data % 64
@@ -65,7 +72,7 @@ class CompiledModel:
         self.entry.restype = None
         self.entry.argtypes = [ctypes.POINTER(ctypes.c_void_p)] * 2 + [ctypes.c_void_p] * 2
 
-    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def _inputs(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         arrays = []
         for spec in self.inputs:
             if spec.name not in feeds:
@@ -75,15 +82,48 @@ class CompiledModel:
             if a.shape != spec.shape:
                 raise InputError(f"input {spec.name!r} needs shape {spec.shape}, got {a.shape}")
             arrays.append(a)
+        return arrays
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        arrays = self._inputs(feeds)
         outs = {s.name: np.empty(s.shape, s.dtype) for s in self.outputs}
         in_ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
         out_ptrs = (ctypes.c_void_p * max(len(outs), 1))(*[o.ctypes.data for o in outs.values()])
         self.entry(in_ptrs, out_ptrs, self.weights.ctypes.data, self.arena.ctypes.data)
         return outs
 
+    def profile(self, feeds: Mapping[str, np.ndarray], repeat: int = 5) -> list[KernelTime]:
+        """Each kernel call of one run timed on its own (median of `repeat`), in run order."""
+        arrays = self._inputs(feeds)
+        outs = [np.empty(s.shape, s.dtype) for s in self.outputs]
+        buffers = {b["key"]: b for b in self.manifest["buffers"]}
+        index = {"input": arrays, "output": outs}
+
+        def address(key: str) -> int:
+            b = buffers[key]
+            if b["kind"] in index:
+                return index[b["kind"]][b["index"]].ctypes.data
+            base = self.weights if b["kind"] == "weight" else self.arena
+            return base.ctypes.data + b["offset"]
+
+        times = []
+        for k in self.manifest["kernels"]:
+            fn = getattr(self.lib, k["name"])
+            fn.restype = None
+            ptrs = [ctypes.c_void_p(address(a)) for a in k["args"]]
+            samples = []
+            for _ in range(repeat):
+                t = time.perf_counter()
+                fn(*ptrs)
+                samples.append((time.perf_counter() - t) * 1e3)
+            times.append(KernelTime(k["name"], k["group"], statistics.median(samples)))
+        return times
+
     def latency_ms(self, feeds: Mapping[str, np.ndarray], repeat: int = 10, min_seconds: float = 0.0) -> float:
-        """Median wall time of one run (after one warm-up run)."""
-        self.run(feeds)
+        """Median wall time of one run (after three warm-up runs: the first runs of a fresh module
+        are slower, while OpenMP starts its threads and pages are first touched)."""
+        for _ in range(3):
+            self.run(feeds)
         samples: list[float] = []
         started = time.perf_counter()
         while len(samples) < repeat or time.perf_counter() - started < min_seconds:

@@ -430,10 +430,12 @@ def _manifest(g: Graph, kernels: list[Kernel], buffers: dict[str, Buffer], arena
         "entry": "taso_model_run", "library": "model.so", "weights": "weights.bin", "arena_bytes": arena,
         "inputs": [tensor(n.outputs[0]) for n in g.inputs],
         "outputs": [dict(tensor(r), name=name) for r, name in zip(g.outputs, g.output_names)],
-        "kernels": [{"name": k.name, "group": k.group, "args": k.args, "workload": k.workload} for k in kernels],
-        "buffers": [{"key": b.key, "shape": list(b.shape), "dtype": b.dtype, "kind": b.kind, "offset": b.offset}
-                    for b in buffers.values()],
+        "kernels": [{"name": k.name, "group": k.group, "args": k.args, "writes": len(k.writes),
+                     "workload": k.workload} for k in kernels],
+        "buffers": [{"key": b.key, "shape": list(b.shape), "dtype": b.dtype, "kind": b.kind, "offset": b.offset,
+                     "index": b.index} for b in buffers.values()],
         "stats": {"groups": report.groups, "kernels": report.kernels, "unique_kernels": report.unique_kernels,
+                  "layout_transforms": report.layout_transforms, "blocked_groups": report.blocked_groups,
                   "arena_bytes": report.arena_bytes, "unshared_bytes": report.unshared_bytes},
     }
 

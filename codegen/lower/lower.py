@@ -362,6 +362,10 @@ def _check_parallel(st: Stage) -> None:
     if len(par) > 1:
         raise ScheduleError(f"stage {st.name!r}: nested parallel loops ({', '.join(iv.name for iv in par)}); "
                             f"fuse them and parallelize the fused loop")
+    inner = [iv for iv in st.leaf[:-1] if st.kinds.get(iv) is LoopKind.VECTORIZED]
+    if inner:  # vectorize checks this, but a later reorder or split may have moved loops inside
+        raise ScheduleError(f"stage {st.name!r}: vectorized loop {inner[0].name!r} is no longer the innermost "
+                            f"(inside it: {', '.join(iv.name for iv in st.leaf[st.leaf.index(inner[0]) + 1:])})")
 
 
 def _flat(buf: Buffer, idx: Sequence[Expr]) -> Expr:

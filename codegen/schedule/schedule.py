@@ -150,15 +150,19 @@ class Stage:
         return xo, yo, xi, yi
 
     def parallel(self, axis: IterVar) -> None:
-        self._set_kind(axis, LoopKind.PARALLEL)
         if axis.reduce:
             raise ScheduleError(f"stage {self.name!r}: cannot run reduce axis {axis.name!r} in parallel (a race)")
+        self._set_kind(axis, LoopKind.PARALLEL)
 
     def vectorize(self, axis: IterVar) -> None:
-        self._set_kind(axis, LoopKind.VECTORIZED)
+        if axis.reduce:  # the lanes would add into one element at once
+            raise ScheduleError(f"stage {self.name!r}: cannot vectorize reduce axis {axis.name!r} "
+                                f"(reorder a data axis inside it)")
+        self._check_leaf(axis)
         if self.leaf[-1] is not axis:
             raise ScheduleError(f"stage {self.name!r}: only the innermost loop can be vectorized, "
                                 f"not {axis.name!r}")
+        self._set_kind(axis, LoopKind.VECTORIZED)
 
     def unroll(self, axis: IterVar) -> None:
         self._set_kind(axis, LoopKind.UNROLLED)

@@ -219,10 +219,10 @@ def schedule_conv2d(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
     if pad is not None:
         schedule_flat(s, pad)
     oc_opts = tuple(sorted({1, 2, 4, 8, 16} | ({oc} if oc < 16 else set())))
-    w_opts = tuple(sorted({4, 8, 16, 32} | ({ow} if ow < 32 else set())))
+    w_opts = tuple(sorted({4, 7, 8, 14, 16, 28, 32} | ({ow} if ow < 32 else set())))
     tile_oc = cfg.knob("tile_oc", oc_opts, default=next(c for c in (8, 4, 16, 2, 1) if c in oc_opts and oc % c == 0))
-    tile_w = cfg.knob("tile_w", w_opts, default=next((c for c in (16, 8, 32, 4, ow) if c in w_opts and ow % c == 0),
-                                                     8 if ow >= 8 else ow))
+    tile_w = cfg.knob("tile_w", w_opts, default=next((c for c in (16, 28, 14, 8, 32, 7, 4, ow)
+                                                      if c in w_opts and ow % c == 0), 8 if ow >= 8 else ow))
     kernel = cfg.knob("kernel", ("gemm", "vector"), default="gemm")
     ic_block = cfg.knob("ic_block", (8, 16, 32, 64, 1 << 30), default=1 << 30)
     tile_oc, tile_w = min(tile_oc, oc), min(tile_w, ow)

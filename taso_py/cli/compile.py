@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from taso_py.cli.common import CheckFailed, emit_json, input_shape_option, json_option, load, model_argument
 from taso_py.cli.rules import library_option
@@ -85,11 +86,12 @@ def compile_command(model: Path, target: str, out: Path, no_optimize: bool, libr
 @click.option("--check", is_flag=True, help="Compare the outputs with ONNX Runtime on the same random inputs.")
 @click.option("--repeat", type=click.IntRange(min=0), default=0, show_default=True,
               help="Time this many runs (median); with --check also time ONNX Runtime.")
+@click.option("--profile", is_flag=True, help="Time each kernel on its own and list the slowest.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
 @click.option("--rtol", default=1e-4, show_default=True, help="Relative tolerance of --check.")
 @click.option("--atol", default=1e-5, show_default=True, help="Absolute tolerance of --check.")
 @json_option
-def run_command(directory: Path, check: bool, repeat: int, seed: int, rtol: float, atol: float,
+def run_command(directory: Path, check: bool, repeat: int, profile: bool, seed: int, rtol: float, atol: float,
                 as_json: bool) -> None:
     """Run a compiled model on seeded random inputs; --check compares with ONNX Runtime.
 
@@ -111,6 +113,9 @@ def run_command(directory: Path, check: bool, repeat: int, seed: int, rtol: floa
     if repeat:
         doc["latency_ms"] = compiled.latency_ms(feeds, repeat)
         doc["runs"] = repeat
+    if profile:
+        doc["kernels"] = [{"kernel": t.kernel, "group": t.group, "ms": t.ms}
+                          for t in compiled.profile(feeds, max(repeat, 3))]
     if as_json:
         emit_json(doc)
     else:
@@ -123,6 +128,12 @@ def run_command(directory: Path, check: bool, repeat: int, seed: int, rtol: floa
                           f"max rel error {comparison.max_rel:.3g} (rtol {rtol:g}, atol {atol:g})", highlight=False)
         if repeat:
             console.print(f"latency: {doc['latency_ms']:.3f} ms (median of {repeat} runs)", highlight=False)
+        if profile:
+            table = Table("kernel", "computes", "ms", "share")
+            total = sum(k["ms"] for k in doc["kernels"]) or 1.0
+            for k in sorted(doc["kernels"], key=lambda k: -k["ms"])[:15]:
+                table.add_row(k["kernel"], k["group"], f"{k['ms']:.3f}", f"{k['ms'] / total:.0%}")
+            console.print(table)
     if comparison is not None and not comparison.ok:
         raise CheckFailed(f"compiled model differs from ONNX Runtime on output {comparison.worst_output!r}: "
                           f"max rel error {comparison.max_rel:.3g}")
