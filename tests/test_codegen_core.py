@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from codegen import te
@@ -394,10 +394,32 @@ def test_illegal_schedules_are_rejected() -> None:
         s[c].parallel(k)
     with pytest.raises(ScheduleError, match="innermost"):
         s[c].vectorize(ii)
+    with pytest.raises(ScheduleError, match="cannot vectorize reduce axis"):
+        s[c].vectorize(k)
     with pytest.raises(ScheduleError, match="exactly one of"):
         s[c].split(j, factor=2, nparts=2)
     with pytest.raises(ScheduleError, match="factor must be"):
         s[c].split(j, factor=0)
+
+
+def test_vectorized_loop_moved_out_by_reorder_is_rejected_when_lowered() -> None:
+    a, b = elementwise((4, 8))
+    s = create_schedule(b)
+    i, j = s[b].axes
+    s[b].vectorize(j)
+    s[b].reorder(j, i)
+    with pytest.raises(ScheduleError, match="no longer the innermost"):
+        lower(s, [a, b], "moved")
+
+
+def test_vectorize_of_odd_width_falls_back_to_omp_simd() -> None:
+    a, b = elementwise((4, 7))
+    s = create_schedule(b)
+    s[b].vectorize(s[b].axes[1])
+    f = lower(s, [a, b], "odd")
+    assert "#pragma omp simd" in build(f).source  # GCC vector types need power-of-two lanes
+    x = rand(4, 7)
+    np.testing.assert_allclose(run(f, x, out_shapes=[(4, 7)])[0], x * 2 + 1, rtol=1e-6)
 
 
 def test_vectorize_over_64_lanes_is_rejected_when_lowered() -> None:
@@ -555,10 +577,12 @@ def test_kernel_rejects_wrong_arrays() -> None:
 
 # ---- property: random loop transformations keep the result ------------------------------------
 
+PRIMITIVES = ["split", "split", "fuse", "reorder", "parallel", "vectorize", "unroll"]
+
+
 @st.composite
 def transformations(draw: st.DrawFn) -> list[tuple]:
-    return draw(st.lists(st.tuples(st.sampled_from(["split", "fuse", "reorder"]), st.integers(0, 5),
-                                   st.integers(1, 7)), max_size=5))
+    return draw(st.lists(st.tuples(st.sampled_from(PRIMITIVES), st.integers(0, 5), st.integers(1, 7)), max_size=6))
 
 
 def apply(stage, steps: list[tuple]) -> None:  # type: ignore[no-untyped-def]
@@ -573,30 +597,67 @@ def apply(stage, steps: list[tuple]) -> None:  # type: ignore[no-untyped-def]
                 stage.fuse(ax, leaf[pick % len(leaf) + 1])
             elif kind == "reorder" and len(leaf) > 1:
                 stage.reorder(*leaf[factor % len(leaf):], *leaf[:factor % len(leaf)])
+            elif kind == "parallel":
+                stage.parallel(ax)
+            elif kind == "vectorize":
+                stage.vectorize(leaf[-1])
+            elif kind == "unroll":
+                stage.unroll(ax)
         except ScheduleError:
             pass
 
 
+def lower_or_reject(s, args, name: str) -> PrimFunc:  # type: ignore[no-untyped-def]
+    """The kernel; schedules only lowering rejects (nested parallel, > 64 lanes, moved vector loop) are skipped."""
+    try:
+        return lower(s, args, name)
+    except ScheduleError as e:
+        assert any(w in str(e) for w in ("nested parallel", "at most 64", "no longer the innermost")), e
+        assume(False)
+        raise
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=transformations(), three_d=st.booleans())
-def test_random_split_fuse_reorder_keep_elementwise_results(steps: list[tuple], three_d: bool) -> None:
+def test_random_schedules_keep_elementwise_results(steps: list[tuple], three_d: bool) -> None:
     shape = (3, 5, 4) if three_d else (6, 7)
     a, b = elementwise(shape)
     s = create_schedule(b)
     apply(s[b], steps)
-    f = lower(s, [a, b], "prop_ew")
+    f = lower_or_reject(s, [a, b], "prop_ew")
     x = rand(*shape)
     np.testing.assert_allclose(run(f, x, out_shapes=[shape])[0], x * 2 + 1, rtol=1e-6)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=transformations())
-def test_random_split_fuse_reorder_keep_reduction_results(steps: list[tuple]) -> None:
+def test_random_schedules_keep_reduction_results(steps: list[tuple]) -> None:
     a = te.placeholder((5, 6, 7), name="A")
     r = te.reduce_axis(6, "r")
     c = te.compute((5, 7), lambda i, j: te.sum(a[i, r, j], axis=r), name="C")
     s = create_schedule(c)
     apply(s[c], steps)
-    f = lower(s, [a, c], "prop_red")
+    f = lower_or_reject(s, [a, c], "prop_red")
     x = rand(5, 6, 7)
     np.testing.assert_allclose(run(f, x, out_shapes=[(5, 7)])[0], x.sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(producer=transformations(), consumer=transformations(), at=st.integers(0, 7))
+def test_random_schedules_with_compute_at_keep_results(producer: list[tuple], consumer: list[tuple],
+                                                       at: int) -> None:
+    """A padded row sum (a stencil over a padding stage), the padding computed at a random consumer loop."""
+    a = te.placeholder((6, 9), name="A")
+    pad = te.compute((6, 11), lambda i, x: te.if_then_else(
+        te.all_of(x >= 1, x < 10), a[i, te.min_(te.max_(x - 1, 0), 8)], 0.0), name="Pad")
+    q = te.reduce_axis(3, "q")
+    out = te.compute((6, 9), lambda i, x: te.sum(pad[i, x + q], axis=q), name="Out")
+    s = create_schedule(out)
+    apply(s[out], consumer)
+    apply(s[pad], producer)
+    s[pad].compute_at(s[out], s[out].leaf[at % len(s[out].leaf)])
+    f = lower_or_reject(s, [a, out], "prop_at")
+    x = rand(6, 9)
+    xp = np.pad(x, ((0, 0), (1, 1)))
+    np.testing.assert_allclose(run(f, x, out_shapes=[(6, 9)])[0], xp[:, :-2] + xp[:, 1:-1] + xp[:, 2:],
+                               rtol=1e-5, atol=1e-5)
