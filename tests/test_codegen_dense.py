@@ -103,7 +103,7 @@ def test_matmul_with_fused_bias_and_relu(knobs: dict) -> None:
     m, k, n = 32, 48, 64
     a, b, bias = rand(m, k), rand(k, n), rand(n)
     ta, tb, tbias = (te.placeholder(x.shape, name=nm) for x, nm in ((a, "A"), (b, "B"), (bias, "bias")))
-    (y,) = registry.compute("matmul", [ta, tb], None, [TensorType((m, n), "float32")])
+    (y,) = registry.compute("matmul", [ta, tb], None, [TensorType((m, n))])
     added = te.compute((m, n), lambda i, j: y[i, j] + tbias[j], name="add", tag="injective")
     out_t = te.compute((m, n), lambda i, j: te.max_(added[i, j], 0.0), name="relu", tag="injective")
     f, kernel = compile_group([out_t], [ta, tb, tbias], Config(knobs))
