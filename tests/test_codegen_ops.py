@@ -191,6 +191,22 @@ def test_op_matches_onnxruntime(module: Module, case: Case) -> None:
         np.testing.assert_allclose(value, want[f"y{k}"], rtol=1e-5, atol=1e-6)
 
 
+KNOB_CASES = [p.values[0] for p in CASES if p.values[0].op in
+              ("add", "maxpool2d", "avgpool2d", "softmax", "layernorm", "split", "transpose")][::3]
+
+
+@pytest.mark.parametrize("values", [{"vector_width": 4, "pool_vector_width": 16},
+                                    {"vector_width": 64, "pool_vector_width": 4, "parallel_min_elements": 0}])
+def test_other_knob_values_compute_the_same(values: dict) -> None:
+    """What the tuner may pick: other vector widths and parallel thresholds, same results."""
+    mod = build([lower_case(case, Config(values)) for case in KNOB_CASES])
+    for case in KNOB_CASES:
+        xs = case.inputs()
+        _, canonical, *_ = case.typed()
+        for got, want in zip(run_kernel(mod, case, xs), case.opdef.ref(xs, canonical)):
+            assert_close(got, want, case.dtype)
+
+
 # ---- fusion and schedule structure ----------------------------------------------------------
 
 def _chain(shape: tuple[int, ...], c_shape: tuple[int, ...]) -> tuple[list[te.Tensor], te.Tensor]:
