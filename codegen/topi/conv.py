@@ -35,7 +35,7 @@ from codegen.lower.intrin import GemmIntrin
 from codegen.schedule.schedule import Schedule, Stage
 from codegen.te.expr import Expr
 from codegen.te.tensor import Tensor
-from codegen.topi.linalg import live_readers, reads_identity, schedule_flat, vectorize
+from codegen.topi.linalg import live_readers, materialize_inputs, reads_identity, schedule_flat, vectorize
 from codegen.topi.registry import register_compute, register_schedule
 from codegen.tune.space import Config
 from taso_py.ops.conv import Conv2dAttrs
@@ -218,10 +218,12 @@ def schedule_conv2d(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
     pad = _pad_stage(s, acc_st)
     if pad is not None:
         schedule_flat(s, pad)
+    materialize_inputs(s, acc_st)
     oc_opts = tuple(sorted({1, 2, 4, 8, 16} | ({oc} if oc < 16 else set())))
-    w_opts = tuple(sorted({4, 7, 8, 14, 16, 28, 32} | ({ow} if ow < 32 else set())))
-    tile_oc = cfg.knob("tile_oc", oc_opts, default=next(c for c in (8, 4, 16, 2, 1) if c in oc_opts and oc % c == 0))
-    tile_w = cfg.knob("tile_w", w_opts, default=next((c for c in (16, 28, 14, 8, 32, 7, 4, ow)
+    w_opts = tuple(sorted({4, 7, 8, 14, 16, 28, 32} | ({ow} if ow <= 64 else set())))
+    # defaults measured on the ResNet 3x3 conv: long rows (B's vector loads) and many channels per tile
+    tile_oc = cfg.knob("tile_oc", oc_opts, default=next(c for c in (16, 8, 4, 2, 1) if c in oc_opts and oc % c == 0))
+    tile_w = cfg.knob("tile_w", w_opts, default=next((c for c in (ow, 32, 28, 16, 14, 8, 7, 4)
                                                       if c in w_opts and ow % c == 0), 8 if ow >= 8 else ow))
     kernel = cfg.knob("kernel", ("gemm", "vector"), default="gemm")
     ic_block = cfg.knob("ic_block", (8, 16, 32, 64, 1 << 30), default=1 << 30)
@@ -272,6 +274,7 @@ def schedule_conv2d_nchwc(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor]
     pad = _pad_stage(s, acc_st)
     if pad is not None:
         schedule_flat(s, pad)
+    materialize_inputs(s, acc_st)
     w_opts = tuple(sorted({4, 6, 7, 8, 12, 14, 16, 28} | ({ow} if ow <= 32 else set())))
     tile_w = cfg.knob("tile_w", w_opts, default=next((c for c in (14, 12, 8, 16, 7, 6, 4, ow) if ow % c == 0), ow))
     tile_w = min(tile_w, ow)

@@ -52,6 +52,12 @@ def _power_of_two(n: int) -> bool:
     return n & (n - 1) == 0
 
 
+def vectorize_lanes(stage: Stage, axis: IterVar) -> None:
+    """Vectorize `axis` if it has a power-of-two extent above one (gcc's vector types need it)."""
+    if axis.extent > 1 and _power_of_two(axis.extent):
+        stage.vectorize(axis)
+
+
 def schedule_elementwise(stage: Stage, cfg: Config) -> None:
     """Memory order, innermost axis vectorized, the rest fused and parallel (see module doc).
 
@@ -72,8 +78,7 @@ def schedule_elementwise(stage: Stage, cfg: Config) -> None:
         fused = fuse_all(stage, [*axes[:-1], outer])
     else:
         fused, inner = stage.split(fuse_all(stage, axes), width)
-    if inner.extent > 1 and _power_of_two(inner.extent):
-        stage.vectorize(inner)
+    vectorize_lanes(stage, inner)
     if fused.extent > 1 and size >= cfg.knob("parallel_min_elements", PARALLEL_MIN, default=16384):
         stage.parallel(fused)
 

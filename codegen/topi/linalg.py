@@ -94,6 +94,16 @@ def live_readers(s: Schedule, t: Tensor) -> list[Stage]:
             and any(isinstance(e, TensorRead) and e.tensor.op is t.op for e in te.walk(expanded_body(s, st)))]
 
 
+def materialize_inputs(s: Schedule, st: Stage) -> None:
+    """Compute at the kernel's root the inlined stages `st` reads (an injective producer fused into
+    the group, e.g. a transpose): the micro-kernel needs its operands as buffers with strides."""
+    for e in te.walk(st.body):
+        if isinstance(e, TensorRead) and e.tensor.op in s.stage_map and s[e.tensor].attach == "inline":
+            src = s[e.tensor]
+            src.attach = "root"
+            schedule_flat(s, src)
+
+
 def _rhs_tensor(st: Stage) -> Tensor | None:
     """B of `sum(A[..] * B[..])` when it is read directly (not an inlined expression) and is a matrix."""
     src = st.body.source if isinstance(st.body, te.Reduce) else None
@@ -180,6 +190,7 @@ def schedule_matmul(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
     op = anchor.op
     attrs = op.attrs
     acc_st = s[anchor]
+    materialize_inputs(s, acc_st)
     if not (attrs["has_m"] and attrs["has_n"]):
         _schedule_matvec(s, anchor, outputs)
         return

@@ -24,7 +24,13 @@ from codegen import te
 from codegen.schedule.schedule import Schedule, Stage
 from codegen.te.expr import Expr, const
 from codegen.te.tensor import IterVar, Tensor
-from codegen.topi.injective import VECTOR_WIDTHS, broadcast_read, parallel_unfused, schedule_elementwise
+from codegen.topi.injective import (
+    VECTOR_WIDTHS,
+    broadcast_read,
+    parallel_unfused,
+    schedule_elementwise,
+    vectorize_lanes,
+)
 from codegen.topi.registry import register_compute, register_schedule
 from codegen.tune.space import Config
 from taso_py.ops.norm import EpsAttrs, LayerNormAttrs, SoftmaxAttrs
@@ -134,9 +140,8 @@ def layernorm(inputs: Sequence[Tensor], attrs: LayerNormAttrs, out: Sequence[Ten
 def _vectorize_last(stage: Stage, cfg: Config) -> None:
     last = stage.leaf[-1]
     width = cfg.knob("vector_width", VECTOR_WIDTHS, default=16)
-    if last.extent >= width or (last.extent > 1 and last.extent & (last.extent - 1) == 0):
-        _, inner = stage.split(last, min(width, last.extent))
-        stage.vectorize(inner)
+    _, inner = stage.split(last, min(width, last.extent))
+    vectorize_lanes(stage, inner)
 
 
 def _row_loop(stage: Stage, axis: int, cfg: Config, move_axis_last: bool) -> IterVar | None:

@@ -17,7 +17,7 @@ from codegen import te
 from codegen.schedule.schedule import Schedule, Stage
 from codegen.te.expr import Expr, const
 from codegen.te.tensor import IterVar, Tensor
-from codegen.topi.injective import VECTOR_WIDTHS, fuse_all, parallel_unfused, schedule_elementwise
+from codegen.topi.injective import VECTOR_WIDTHS, fuse_all, parallel_unfused, schedule_elementwise, vectorize_lanes
 from codegen.topi.layout import clamp
 from codegen.topi.registry import register_compute, register_schedule
 from codegen.tune.space import Config
@@ -96,8 +96,7 @@ def _window_loops(stage: Stage, cfg: Config, vector: bool, parallel: bool) -> No
         width = cfg.knob("pool_vector_width", (4, 8, 16), default=8)
         lo, li = stage.split(last, min(width, last.extent))
         stage.reorder(*([rows] if rows is not None else []), lo, *red, li)
-        if li.extent > 1 and li.extent & (li.extent - 1) == 0:
-            stage.vectorize(li)
+        vectorize_lanes(stage, li)
     if parallel and rows is not None and rows.extent > 1:
         stage.parallel(rows)
 
@@ -114,8 +113,7 @@ def _place_anchor(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: C
         width = cfg.knob("vector_width", VECTOR_WIDTHS, default=16)
         last = consumer.leaf[-1]
         _, inner = consumer.split(last, min(width, last.extent))
-        if inner.extent > 1 and inner.extent & (inner.extent - 1) == 0:
-            consumer.vectorize(inner)
+        vectorize_lanes(consumer, inner)
         parallel_unfused(consumer, rows)
         st.compute_at(consumer, rows[-1])
         _window_loops(st, cfg, vector, parallel=False)
