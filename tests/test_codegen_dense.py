@@ -182,3 +182,27 @@ def test_conv2d_nchwc_with_packing_matches_the_reference(x_shape: tuple, w_shape
     got = run_plain(conv.unpack_data(ty, w_shape[0]), [ty], out)
     (want,) = OPS["conv2d"].ref([x, w, bias], a)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_fused_injective_producers_are_materialized_for_the_micro_kernel() -> None:
+    # matmul(transpose(a), b) and a 1x1 conv of relu(x), the producers fused into the group
+    a, b = rand(24, 16), rand(24, 32)
+    ta, tb = te.placeholder(a.shape, name="A"), te.placeholder(b.shape, name="B")
+    at = te.compute((16, 24), lambda i, j: ta[j, i], name="transpose", tag="injective")
+    (y,) = registry.compute("matmul", [at, tb], None, [TensorType((16, 32))])
+    f, kernel = compile_group([y], [ta, tb], Config({"tile_m": 8, "tile_n": 32}))
+    out = np.full(y.shape, np.nan, np.float32)
+    kernel(a, b, out)
+    np.testing.assert_allclose(out, a.T @ b, rtol=1e-4, atol=1e-4)
+    assert uses_gemm(f)
+
+    x, w = rand(1, 8, 6, 8), rand(16, 8, 1, 1)
+    tx, tw = te.placeholder(x.shape, name="x"), te.placeholder(w.shape, name="w")
+    rx = te.compute(x.shape, lambda *i: te.max_(tx[i], 0.0), name="relu", tag="injective")
+    attrs = Conv2dAttrs()
+    (y,) = registry.compute("conv2d", [rx, tw], attrs, out_types("conv2d", [x, w], attrs))
+    f, kernel = compile_group([y], [tx, tw], Config({"tile_oc": 8, "tile_w": 8}))
+    out = np.full(y.shape, np.nan, np.float32)
+    kernel(x, w, out)
+    np.testing.assert_allclose(out, OPS["conv2d"].ref([np.maximum(x, 0), w], attrs)[0], rtol=1e-4, atol=1e-4)
+    assert uses_gemm(f)
