@@ -42,8 +42,7 @@ class CostModel:
         """Predicted log seconds; all zeros before training (every candidate alike)."""
         if self.booster is None or not len(features):
             return np.zeros(len(features))
-        import xgboost as xgb
-        return self.booster.predict(xgb.DMatrix(np.vstack(features)))
+        return self.booster.inplace_predict(np.vstack(features))  # no DMatrix: ~1000x faster for a few rows
 
 
 def rank_correlation(a: Sequence[float], b: Sequence[float]) -> float:

@@ -12,10 +12,12 @@ something else than the default schedule is recorded as a failure and never prop
 from __future__ import annotations
 
 import math
+import os
 import random
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from codegen.backends.c.build import Kernel
 from codegen.errors import CodegenError, ScheduleError
 from codegen.lower.ir import PrimFunc
 from codegen.schedule.schedule import Schedule
@@ -55,6 +58,13 @@ class Measurement:
     seconds: float | None
     error: str | None = None
     outputs: list[np.ndarray] = field(default_factory=list)
+
+
+@dataclass
+class Built:
+    kernel: Kernel
+    schedule: Schedule
+    args: list[Tensor]
 
 
 @dataclass
@@ -156,7 +166,7 @@ class _Search:
         picked: list[Point] = []
         if self.model.trained:
             n_model = n - round(n * explore)
-            scored = self.anneal(max(4 * n, 16), steps=20)
+            scored = self.anneal(max(2 * n, 16), steps=12)
             for p, _ in sorted(scored.items(), key=lambda t: t[1]):
                 if len(picked) == n_model:
                     break
@@ -179,40 +189,52 @@ class _Search:
         """Predicted scores of the unvisited points simulated annealing walked through."""
         best_known = sorted(self.seconds, key=self.seconds.__getitem__)[: chains // 2]
         starts = best_known + [self.space.random(self.rng) for _ in range(chains - len(best_known))]
-        cur = [(p, self.score(p)) for p in starts]
-        seen: dict[Point, float] = {p: s for p, s in cur if not self.visited(p) and math.isfinite(s)}
+        scores = self.scores(starts)
+        cur = [(p, s) for p, s in zip(starts, scores) if math.isfinite(s)]
+        seen: dict[Point, float] = {p: s for p, s in cur if not self.visited(p)}
         for step in range(steps):
             temp = 1.0 - step / steps
-            for c, (p, s) in enumerate(cur):
-                q = self.space.neighbour(p, self.rng)
-                sq = self.score(q)
+            moves = [self.space.neighbour(p, self.rng) for p, _ in cur]
+            for c, (q, sq) in enumerate(zip(moves, self.scores(moves))):
                 if not math.isfinite(sq):
                     continue
                 if not self.visited(q):
                     seen[q] = sq
-                if sq < s or (temp > 0 and self.rng.random() < math.exp((s - sq) / max(temp, 1e-9))):
+                s = cur[c][1]
+                if sq < s or (temp > 0 and self.rng.random() < math.exp((s - sq) / temp)):
                     cur[c] = (q, sq)
         return seen
 
-    def score(self, p: Point) -> float:
-        if p in self.seconds:
-            return math.log(self.seconds[p])
-        f = self.feature(p)
-        return math.inf if f is None else float(self.model.predict([f])[0])
+    def scores(self, points: Sequence[Point]) -> list[float]:
+        """Log seconds: measured where known, else the model's prediction (inf: illegal schedule)."""
+        out = [math.log(self.seconds[p]) if p in self.seconds else math.inf for p in points]
+        todo = [k for k, p in enumerate(points) if p not in self.seconds and self.feature(p) is not None]
+        if todo:
+            for k, v in zip(todo, self.model.predict([self.features[points[k]] for k in todo])):
+                out[k] = float(v)
+        return out
 
     # ---- measuring -----------------------------------------------------------------------------
 
-    def measure(self, p: Point) -> Measurement:
+    def build(self, p: Point) -> Built | str:
+        """The candidate compiled (gcc runs in a subprocess: candidates of a batch build in parallel)."""
         from codegen.backends.c import build
         got = self.lower(p)
         if isinstance(got, str):
-            return Measurement(None, got)
+            return got
         f, sch, args = got
         try:
-            arrays = self.args_builder(args)
-            kernel = build(f)[self.kernel]
+            return Built(build(f)[self.kernel], sch, args)
         except CodegenError as e:
-            return Measurement(None, str(e))
+            return str(e)
+
+    def measure(self, p: Point, built: Built | str | None = None) -> Measurement:
+        """Run the candidate on the args' arrays: checked against the default's result, then timed."""
+        built = self.build(p) if built is None else built
+        if isinstance(built, str):
+            return Measurement(None, built)
+        kernel, sch, args = built.kernel, built.schedule, built.args
+        arrays = self.args_builder(args)
         outs = [k for k, t in enumerate(args) if any(t == o for o in sch.outputs)]
         start = time.perf_counter()
         kernel(*arrays)
@@ -279,8 +301,10 @@ def tune(template: Template, args_builder: ArgsBuilder | None = None, trials: in
 
         def run(batch: Sequence[Point]) -> None:
             nonlocal measured, failures
-            for p in batch:
-                m = search.measure(p)
+            with ThreadPoolExecutor(max_workers=max(1, min(len(batch), os.cpu_count() or 1))) as pool:
+                built = list(pool.map(search.build, batch))
+            for p, b in zip(batch, built):  # timed one at a time, nothing else running
+                m = search.measure(p, b)
                 _record(search, records_path, key, p, m)
                 measured += 1
                 failures += m.seconds is None
