@@ -274,6 +274,19 @@ def test_compute_at_a_tile_infers_an_overlapping_window() -> None:
     np.testing.assert_allclose(run(f, x, kk, out_shapes=[(4, 16)])[0], conv1d_ref(x, kk), rtol=1e-5, atol=1e-5)
 
 
+def test_compute_at_of_a_fused_producer_uses_the_region_extents() -> None:
+    a, k, pad, out = padded_conv1d(5, 8, 3)
+    s = create_schedule(out)
+    r, xx = s[out].axes
+    s[out].reorder(xx, r)
+    s[pad].fuse(*s[pad].axes)
+    s[pad].compute_at(s[out], xx)  # all rows, a 3-column window: the fused loop spans 5 x 3
+    f = lower(s, [a, k, out], "fusedat")
+    assert allocs(f) == {"Pad": (5, 3)} and ("r.x.f", 15, LoopKind.SERIAL) in loops(f)
+    x, kk = rand(5, 8), rand(3)
+    np.testing.assert_allclose(run(f, x, kk, out_shapes=[(5, 8)])[0], conv1d_ref(x, kk), rtol=1e-5, atol=1e-5)
+
+
 def test_compute_at_chain_of_two_stages() -> None:
     a = te.placeholder((8, 12), name="A")
     t1 = te.compute((8, 12), lambda i, j: a[i, j] + 1.0, name="T1")

@@ -235,9 +235,10 @@ def _leaf_extents(st: Stage, root_extents: dict[IterVar, int]) -> dict[IterVar, 
     return ext
 
 
-def _root_values(st: Stage) -> tuple[dict[IterVar, Expr], list[tuple[IterVar, Expr]]]:
+def _root_values(st: Stage, ext: dict[IterVar, int]) -> tuple[dict[IterVar, Expr], list[tuple[IterVar, Expr]]]:
     """Each root axis's value (relative to its region) in terms of the leaf loop variables,
-    and the split tails to guard: (parent axis, its relative value)."""
+    and the split tails to guard: (parent axis, its relative value). `ext` are the extents in
+    the region (an attached stage's are smaller than its axes')."""
     val: dict[IterVar, Expr] = {iv: iv.var for iv in st.leaf}
     tails: list[Split] = []
     for rel in reversed(st.relations):
@@ -245,8 +246,8 @@ def _root_values(st: Stage) -> tuple[dict[IterVar, Expr], list[tuple[IterVar, Ex
             val[rel.parent] = val[rel.outer] * rel.factor + val[rel.inner]
             tails.append(rel)
         elif isinstance(rel, Fuse):
-            val[rel.outer] = val[rel.fused] // rel.inner.extent
-            val[rel.inner] = val[rel.fused] % rel.inner.extent
+            val[rel.outer] = val[rel.fused] // ext[rel.inner]
+            val[rel.inner] = val[rel.fused] % ext[rel.inner]
     return val, [(rel.parent, val[rel.parent]) for rel in tails]
 
 
@@ -260,7 +261,7 @@ def _stage_nest(low: _Lowering, st: Stage, domain: Sequence[tuple[Expr, int]]) -
         if st.kinds.get(iv) is LoopKind.VECTORIZED and ext[iv] > 64:
             raise ScheduleError(f"stage {st.name!r}: vectorized loop {iv.name!r} has {ext[iv]} lanes "
                                 f"(at most 64; split it first)")
-    rel_val, tails = _root_values(st)
+    rel_val, tails = _root_values(st, ext)
     absolute = {iv.var: start + rel_val[iv] for iv, (start, _) in root.items()}
     absolute |= {iv.var: rel_val[iv] for iv in st.reduce_axes}
     low.values[st] = absolute
