@@ -200,6 +200,14 @@ def _split_reduce(st: Stage, channels: int, inner: int) -> tuple[list, object]:
     return [ro, rco], rci
 
 
+def _parallel_rows(main: Stage, b: object, ob: object, y: object) -> None:
+    """Loops (batch, output row, channel block, ...), the batch or else the rows in parallel: the
+    tiles are computed at an inner loop, so the outer ones cannot be fused into one parallel loop
+    (see linalg._first_real), and rows are the most numerous."""
+    main.reorder(y, ob)
+    main.parallel(b if b.extent > 1 else y)  # type: ignore[attr-defined]
+
+
 def _find_main(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor]) -> tuple[Stage, list[Stage]]:
     consumers = [s[t] for t in outputs if t.op is not anchor.op]
     main = next((st for st in consumers if reads_identity(s, st, anchor)), None)
@@ -245,7 +253,7 @@ def schedule_conv2d(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
         main.parallel(main.fuse(main.fuse(b, ob), y))
         main.tensorize(oi, GemmIntrin("gemm", tile_oc, tile_w, k_in))
     else:
-        main.parallel(next((ax for ax in (b, ob, y) if ax.extent > 1), y))
+        _parallel_rows(main, b, ob, y)
         if kernel == "vector":
             vectorize(main, xi)
         acc_st.compute_at(main, xo)
@@ -294,7 +302,7 @@ def schedule_conv2d_nchwc(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor]
             main.unroll(xi)
             vectorize(main, oi)
         return
-    main.parallel(next((ax for ax in (b, ob, y) if ax.extent > 1), y))
+    _parallel_rows(main, b, ob, y)
     acc_st.compute_at(main, xo)
     _, _, _, ax, ao = acc_st.leaf[:5]
     (ro,), ri = _split_reduce(acc_st, icb, icb)
