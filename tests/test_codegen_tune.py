@@ -197,3 +197,26 @@ def test_cost_model_ranks_held_out_configs() -> None:
     pred = model.predict(feats[20:])
     assert rank_correlation(pred, secs[20:]) > 0.8
     assert rank_correlation([1, 2, 3], [10, 20, 30]) == 1.0 and rank_correlation([1, 2, 3], [3, 2, 1]) == -1.0
+
+
+def test_tune_the_operator_library_matmul_template(tmp_path: Path) -> None:
+    """The real template (codegen/topi/linalg.py, through the fused-group driver) tunes the same way."""
+    import codegen.topi.linalg  # noqa: F401  (registers matmul)
+    from codegen import topi
+    from taso_py.types import TensorType
+
+    a = te.placeholder((48, 64), name="A")
+    b = te.placeholder((64, 96), name="B")
+    (c,) = topi.compute("matmul", [a, b], None, [TensorType((48, 96))])
+
+    def dense(cfg: Config) -> tuple[Schedule, list[te.Tensor]]:
+        return topi.schedule_group([c], cfg), [a, b, c]
+
+    res = tune(dense, None, 6, tmp_path / "r.jsonl", batch_size=3, repeat=2, progress=False)
+    assert {"tile_m", "tile_n", "kernel", "pack_b"} <= set(res.best.values) and res.space_size > 6
+    assert res.measured == 6 and res.default_seconds is not None and res.best_seconds <= res.default_seconds
+    s, args = dense(res.best)
+    x, y = random_args(args[:2], seed=1)
+    out = np.zeros((48, 96), np.float32)
+    build(lower(s, args, "dense_best"))["dense_best"](x, y, out)
+    np.testing.assert_allclose(out, x @ y, rtol=1e-4, atol=1e-4)
