@@ -1,0 +1,47 @@
+"""Every model of the suite (small size) compiled for the CPU matches ONNX Runtime, as imported
+and after the superoptimizer (the full-size models: `pytest -m slow`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks import models
+from codegen.graph import compile_graph
+from codegen.runtime import CompiledModel, random_inputs
+from taso_py.library.store import load as load_library
+from taso_py.onnx_io import load_model, save_model
+from taso_py.onnx_io.model import OnnxModel
+from taso_py.optimizer import cost_model, optimize
+from taso_py.runtime import compare_outputs
+from taso_py.runtime import run as ort_run
+from taso_py.search.backtracking import Settings
+
+
+def _check(model: OnnxModel, out: Path) -> None:
+    report = compile_graph(model.graph, out, write_onnx=lambda p: save_model(model, p))
+    compiled = CompiledModel(out)
+    feeds = random_inputs(compiled)
+    result = compare_outputs(ort_run(out / "model.onnx", feeds), compiled.run(feeds), rtol=1e-4, atol=1e-5)
+    assert result.ok and result.max_rel <= 1e-4, result
+    assert report.arena_bytes <= report.unshared_bytes
+
+
+@pytest.mark.parametrize("name", models.names())
+def test_suite_model_as_imported(tmp_path: Path, name: str) -> None:
+    _check(load_model(models.build(name, "small")), tmp_path / name)
+
+
+@pytest.mark.parametrize("name", models.names())
+def test_suite_model_optimized(tmp_path: Path, name: str) -> None:
+    imported = load_model(models.build(name, "small"))
+    result = optimize(imported, load_library(None), cost_model("analytical", 0, imported.opset),
+                      Settings(budget=100, timeout=10.0))
+    _check(result.model, tmp_path / name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", models.names())
+def test_full_size_model(tmp_path: Path, name: str) -> None:
+    _check(load_model(models.build(name, "full")), tmp_path / name)
