@@ -22,7 +22,8 @@ ComputeFn = Callable[[Sequence[Tensor], Any, Sequence[TensorType]], tuple[Tensor
 ScheduleFn = Callable[[Schedule, Tensor, Sequence[Tensor], Config], None]
 
 COMPUTE: dict[str, ComputeFn] = {}
-SCHEDULE: dict[str, ScheduleFn] = {}
+SCHEDULE: dict[tuple[str, str], ScheduleFn] = {}  # (target, pattern tag) -> template
+TARGETS = ("cpu", "cuda")
 
 
 def register_compute(*op_names: str) -> Callable[[ComputeFn], ComputeFn]:
@@ -35,12 +36,16 @@ def register_compute(*op_names: str) -> Callable[[ComputeFn], ComputeFn]:
     return deco
 
 
-def register_schedule(*tags: str) -> Callable[[ScheduleFn], ScheduleFn]:
+def register_schedule(*tags: str, target: str = "cpu") -> Callable[[ScheduleFn], ScheduleFn]:
+    """Register a template for `tags` on `target` (each target has its own schedules, as in TVM's topi)."""
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r} (known: {', '.join(TARGETS)})")
+
     def deco(fn: ScheduleFn) -> ScheduleFn:
         for tag in tags:
-            if tag in SCHEDULE:
-                raise RuntimeError(f"schedule for tag {tag!r} registered twice")
-            SCHEDULE[tag] = fn
+            if (target, tag) in SCHEDULE:
+                raise RuntimeError(f"{target} schedule for tag {tag!r} registered twice")
+            SCHEDULE[(target, tag)] = fn
         return fn
     return deco
 
@@ -54,8 +59,8 @@ def compute(op_name: str, inputs: Sequence[Tensor], attrs: Any, out_types: Seque
     return fn(inputs, attrs, out_types)
 
 
-def schedule_group(outputs: Sequence[Tensor], cfg: Config | None = None) -> Schedule:
-    """The CPU schedule of a fused group (TVM's rule: one anchor, injective ops around it).
+def schedule_group(outputs: Sequence[Tensor], cfg: Config | None = None, target: str = "cpu") -> Schedule:
+    """The schedule of a fused group for `target` (TVM's rule: one anchor, injective ops around it).
 
     The anchor is the stage whose tag is not "injective" (fusion puts at most one in a
     group), else the first output. An operator computed in several stages (softmax: max,
@@ -76,8 +81,9 @@ def schedule_group(outputs: Sequence[Tensor], cfg: Config | None = None) -> Sche
             st.compute_inline()
     anchor = anchors[-1].tensor if anchors else outputs[0]
     tag = anchor.op.tag if anchors else "injective"
-    fn = SCHEDULE.get(tag)
+    fn = SCHEDULE.get((target, tag))
     if fn is None:
-        raise CodegenError(f"no CPU schedule for pattern {tag!r} (known: {', '.join(sorted(SCHEDULE))})")
+        known = ", ".join(sorted(t for tg, t in SCHEDULE if tg == target)) or "none"
+        raise CodegenError(f"no {target} schedule for pattern {tag!r} (known: {known})")
     fn(s, anchor, list(outputs), cfg)
     return s
