@@ -166,7 +166,7 @@ def ort_conv(x: np.ndarray, w: np.ndarray, attrs: Conv2dAttrs, threads: int) -> 
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
     node = helper.make_node("Conv", ["x", "w"], ["y"], pads=list(attrs.pad), strides=list(attrs.stride),
-                            kernel_shape=list(w.shape[2:]))
+                            dilations=list(attrs.dilation), group=attrs.groups, kernel_shape=list(w.shape[2:]))
     graph = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                               [numpy_helper.from_array(w, "w")])

@@ -229,11 +229,14 @@ def schedule_conv2d(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
     materialize_inputs(s, acc_st)
     oc_opts = tuple(sorted({1, 2, 4, 8, 16} | ({oc} if oc < 16 else set())))
     w_opts = tuple(sorted({4, 7, 8, 14, 16, 28, 32} | ({ow} if ow <= 64 else set())))
-    # defaults measured on the ResNet 3x3 conv: long rows (B's vector loads) and many channels per tile
-    tile_oc = cfg.knob("tile_oc", oc_opts, default=next(c for c in (16, 8, 4, 2, 1) if c in oc_opts and oc % c == 0))
-    tile_w = cfg.knob("tile_w", w_opts, default=next((c for c in (ow, 32, 28, 16, 14, 8, 7, 4)
-                                                      if c in w_opts and ow % c == 0), 8 if ow >= 8 else ow))
-    kernel = cfg.knob("kernel", ("gemm", "vector"), default="gemm")
+    kernel = cfg.knob("kernel", ("gemm", "vector"), default="gemm") if groups == 1 else "vector"
+    # gemm defaults measured on the ResNet 3x3 conv: long rows (B's vector loads), 16 channels per tile;
+    # the vector kernel wants a power-of-two row (a vector type) and few enough accumulators for registers
+    prefer_w = (ow, 32, 28, 16, 14, 8, 7, 4) if kernel == "gemm" else (16, 32, 8, 4)
+    tile_oc = cfg.knob("tile_oc", oc_opts, default=next(c for c in ((16, 8, 4, 2, 1) if kernel == "gemm" else
+                                                                    (4, 8, 2, 1)) if c in oc_opts and oc % c == 0))
+    tile_w = cfg.knob("tile_w", w_opts, default=next((c for c in prefer_w if c in w_opts and ow % c == 0),
+                                                     8 if ow >= 8 else ow))
     ic_block = cfg.knob("ic_block", (8, 16, 32, 64, 1 << 30), default=1 << 30)
     tile_oc, tile_w = min(tile_oc, oc), min(tile_w, ow)
     if groups != 1 or oc % tile_oc or ow % tile_w:
@@ -266,7 +269,7 @@ def schedule_conv2d(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
             (r,) = [a for a in acc_st.leaf if a.reduce]
             acc_st.reorder(r, ao, ax)
             acc_st.unroll(ao)
-            vectorize(acc_st, ax)
+            vectorize(acc_st, ax, tile_w)
     for st in consumers:
         if st is not main:
             schedule_flat(s, st)

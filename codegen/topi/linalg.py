@@ -143,9 +143,12 @@ def pack_panels(s: Schedule, b: Tensor, reader: Stage, bn: int) -> Tensor:
     return packed
 
 
-def vectorize(st: Stage, axis: object) -> None:
-    """Vectorize the innermost loop when its extent makes a vector type (a power of two up to 64)."""
-    n = axis.extent  # type: ignore[attr-defined]
+def vectorize(st: Stage, axis: object, extent: int | None = None) -> None:
+    """Vectorize the innermost loop when its extent makes a vector type (a power of two up to 64).
+
+    `extent`: the loop's trip count where it is smaller than the axis (a stage computed at a tile).
+    """
+    n = extent or axis.extent  # type: ignore[attr-defined]
     if n > 1 and n <= 64 and n & (n - 1) == 0:
         st.vectorize(axis)  # type: ignore[arg-type]
 
@@ -249,7 +252,7 @@ def schedule_matmul(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
             else:
                 acc_st.reorder(k, ai, aj)
             acc_st.unroll(ai)
-            vectorize(acc_st, aj)
+            vectorize(acc_st, aj, tile_n)
 
     for st in consumers:
         if st is not main:
