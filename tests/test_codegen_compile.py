@@ -59,8 +59,9 @@ def test_directory_describes_itself(tmp_path: Path) -> None:
     assert [k["group"] for k in manifest["kernels"]] == ["matmul_add_relu", "matmul"]
     kinds = {b["key"]: b["kind"] for b in manifest["buffers"]}
     assert {kinds[a] for k in manifest["kernels"] for a in k["args"]} <= {"input", "output", "weight", "arena"}
-    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["manifest.json", "model.c", "model.so",
-                                                                  "weights.bin"]
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["kernels.ir", "manifest.json", "model.c",
+                                                                  "model.so", "weights.bin"]
+    assert "for parallel" in (tmp_path / "m" / "kernels.ir").read_text()
     assert report.kernels == 2
 
 
@@ -103,7 +104,7 @@ def test_recompiling_replaces_an_earlier_compile_but_nothing_else(tmp_path: Path
 
 
 def test_bad_directories_and_inputs_are_clear_errors(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="no manifest.json"):
+    with pytest.raises(InputError, match=r"no manifest\.json"):
         CompiledModel(tmp_path)
     compile_graph(mlp(layers=1), tmp_path / "m")
     model = CompiledModel(tmp_path / "m")

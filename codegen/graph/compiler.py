@@ -6,7 +6,8 @@ group, the operator library's compute definitions and the group's schedule, lowe
 kernel (identical kernels are emitted once); a static memory plan for the intermediates
 (`memory`); one C file whose `taso_model_run` calls the kernels in order, compiled by gcc.
 
-The directory holds `model.so`, its source `model.c`, `weights.bin`, `manifest.json`
+The directory holds `model.so`, its source `model.c`, the lowered loops of each kernel
+(`kernels.ir`), `weights.bin`, `manifest.json`
 (kernels, buffers, inputs and outputs) and `model.onnx` (the compiled graph, only for
 `taso run --check` to compare against ONNX Runtime).
 """
@@ -136,12 +137,14 @@ def compile_graph(graph: Graph, out_dir: Path, target: str = "cpu", config_for: 
     emitter = CEmitter()
     bodies: dict[str, str] = {}  # C body without its name -> function name
     sources: list[str] = []
+    loops: list[str] = []  # the lowered loop IR of each distinct kernel, for people to read
     for lw in b.steps:
         text = emitter.function(lw.func)
         key = hashlib.sha1(text.replace(f"void {lw.func.name}(", "void (", 1).encode()).hexdigest()
         if key not in bodies:
             bodies[key] = lw.func.name
             sources.append(text)
+            loops.append(f"# {lw.kernel.group}\n{lw.func}\n")
         lw.kernel.name = bodies[key]
     kernels = [lw.kernel for lw in b.steps]
     report.kernels, report.unique_kernels = len(kernels), len(bodies)
@@ -165,7 +168,8 @@ def compile_graph(graph: Graph, out_dir: Path, target: str = "cpu", config_for: 
 
     source = emitter.module_source(sources) + _run_function(kernels, b.buffers, b.copies)
     clock = time.perf_counter()
-    _publish(out_dir, source, weights, _manifest(g, kernels, b.buffers, plan.arena_bytes, report), write_onnx)
+    _publish(out_dir, {"model.c": source, "kernels.ir": "\n".join(loops)}, weights,
+             _manifest(g, kernels, b.buffers, plan.arena_bytes, report), write_onnx)
     report.seconds["gcc"] = time.perf_counter() - clock
     return report
 
@@ -440,7 +444,7 @@ def _manifest(g: Graph, kernels: list[Kernel], buffers: dict[str, Buffer], arena
     }
 
 
-def _publish(out_dir: Path, source: str, weights: bytes, manifest: dict[str, Any],
+def _publish(out_dir: Path, texts: dict[str, str], weights: bytes, manifest: dict[str, Any],
              write_onnx: Callable[[Path], None] | None) -> None:
     """Build everything in a staging directory beside `out_dir`, then swap it in."""
     out_dir = Path(out_dir)
@@ -450,8 +454,9 @@ def _publish(out_dir: Path, source: str, weights: bytes, manifest: dict[str, Any
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
-        (stage / "model.c").write_text(source)
-        compile_shared(source, stage / "model.so")
+        for name, text in texts.items():
+            (stage / name).write_text(text)
+        compile_shared(texts["model.c"], stage / "model.so")
         (stage / "weights.bin").write_bytes(weights)
         if write_onnx is not None:
             write_onnx(stage / "model.onnx")
