@@ -16,7 +16,7 @@ from taso_py.library.store import load as load_library
 from taso_py.onnx_io import save_model
 from taso_py.onnx_io.model import OnnxModel
 from taso_py.optimizer import cost_model, optimize
-from taso_py.runtime import compare_outputs
+from taso_py.runtime import compare_models, compare_outputs, random_feeds
 from taso_py.runtime import run as ort_run
 from taso_py.search.backtracking import Settings
 
@@ -62,7 +62,7 @@ def compile_command(model: Path, target: str, out: Path, no_optimize: bool, libr
                   console=console, transient=True, disable=as_json) as bar:
         task = bar.add_task("generating kernels", total=None)
         report = compile_graph(graph_model.graph, out, target, config_for,
-                               write_onnx=lambda path: save_model(graph_model, path),
+                               write_onnx=lambda path: _save_checked(model, graph_model, path, not no_optimize),
                                progress=lambda done, total: bar.update(task, completed=done, total=total))
     seconds = time.perf_counter() - started
     doc = {"model": str(model), "output": str(out), "target": target, "optimized": not no_optimize,
@@ -79,6 +79,18 @@ def compile_command(model: Path, target: str, out: Path, no_optimize: bool, libr
                   f"intermediates in a {report.arena_bytes / 2**20:.1f} MiB arena "
                   f"(unshared: {report.unshared_bytes / 2**20:.1f} MiB); {seconds:.1f} s", highlight=False)
     console.print(f"wrote {out}", highlight=False)
+
+
+def _save_checked(original: Path, graph_model: OnnxModel, path: Path, check: bool) -> None:
+    """The graph being compiled, as ONNX (what `taso run --check` compares with); a superoptimized
+    graph is first checked against the original model in ONNX Runtime, as `taso optimize` does."""
+    def verify(staged: Path) -> None:
+        result = compare_models(original, staged, random_feeds(graph_model.graph))
+        if not result.ok:
+            raise CheckFailed(f"the optimized graph differs from {original.name} on output "
+                              f"{result.worst_output!r} (max rel error {result.max_rel:.3g}); nothing compiled")
+
+    save_model(graph_model, path, before_publish=verify if check else None)
 
 
 @click.command("run")
