@@ -379,6 +379,21 @@ def test_tensorize_wrong_tile_shape_is_rejected() -> None:
         lower(s, [a, b, c], "bad")
 
 
+def test_tensorize_of_a_tile_with_a_tail_is_rejected() -> None:
+    s, a, b, c = tensorized_matmul(4, 16, 8, n=18)  # the last row tile would write rows 18, 19
+    with pytest.raises(ScheduleError, match="tiles that divide"):
+        lower(s, [a, b, c], "tail")
+
+
+def test_tensorize_under_a_guarded_outer_split_guards_the_call() -> None:
+    s, a, b, c = tensorized_matmul(4, 16, 8)
+    io = s[c].leaf[0]
+    s[c].split(io, factor=3)  # 4 row tiles in 2 x 3 steps: the sixth is past the end
+    f = check_matmul(s, a, b, c, "mm_tz_guard")
+    guarded = [x.then for x in walk_stmts(f.body) if isinstance(x, IfThenElse)]
+    assert sum(isinstance(x, Intrinsic) for x in guarded) == 1  # (the other guard is the init nest's)
+
+
 def test_tensorize_of_a_non_product_is_rejected() -> None:
     a = te.placeholder((8, 8), name="A")
     r = te.reduce_axis(8, "k")

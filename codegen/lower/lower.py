@@ -317,7 +317,12 @@ def _stage_nest(low: _Lowering, st: Stage, domain: Sequence[tuple[Expr, int]]) -
             return main
         iv = st.leaf[k]
         if iv in st.tensorized:
-            return _tensorize(low, st, k, ext, tz_resets)
+            call: Stmt = _tensorize(low, st, k, ext, tz_resets)
+            tile = {x.var for x in st.leaf[k:]}
+            if any(_mentions(g, dict.fromkeys(tile, (0, 0))) for g in guards):
+                raise ScheduleError(f"stage {st.name!r}: tensorize needs tiles that divide their loops "
+                                    f"(a split leaves a tail: {', '.join(str(g) for g in guards)})")
+            return IfThenElse(all_of(*guards), call) if guards else call
         inner = nest(k + 1)
         kids = low.children.get((id(st), iv), [])
         for kid in reversed(kids):
