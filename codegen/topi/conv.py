@@ -228,11 +228,13 @@ def schedule_conv2d(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
         schedule_flat(s, pad)
     materialize_inputs(s, acc_st)
     oc_opts = tuple(sorted({1, 2, 4, 8, 16} | ({oc} if oc < 16 else set())))
-    w_opts = tuple(sorted({4, 7, 8, 14, 16, 28, 32} | ({ow} if ow <= 64 else set())))
+    # the largest divisor of the row up to 32: a tile with no tail to guard (guards keep a loop from vector code)
+    divisor = max(d for d in range(1, min(ow, 32) + 1) if ow % d == 0)
+    w_opts = tuple(sorted({4, 7, 8, 14, 16, 28, 32, divisor} | ({ow} if ow <= 64 else set())))
     kernel = cfg.knob("kernel", ("gemm", "vector"), default="gemm") if groups == 1 else "vector"
     # gemm defaults measured on the ResNet 3x3 conv: long rows (B's vector loads), 16 channels per tile;
     # the vector kernel wants a power-of-two row (a vector type) and few enough accumulators for registers
-    prefer_w = (ow, 32, 28, 16, 14, 8, 7, 4) if kernel == "gemm" else (16, 32, 8, 4)
+    prefer_w = (ow, 32, 28, 16, 14, 8, 7, 4) if kernel == "gemm" else (16, 32, 8, divisor)
     tile_oc = cfg.knob("tile_oc", oc_opts, default=next(c for c in ((16, 8, 4, 2, 1) if kernel == "gemm" else
                                                                     (4, 8, 2, 1)) if c in oc_opts and oc % c == 0))
     tile_w = cfg.knob("tile_w", w_opts, default=next((c for c in prefer_w if c in w_opts and ow % c == 0),
