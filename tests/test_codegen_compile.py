@@ -154,3 +154,22 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     model = _onnx_mlp(tmp_path / "mlp.onnx")
     done = CliRunner().invoke(main, ["compile", str(model), "--target", "accel", "-o", str(tmp_path / "o")])
     assert done.exit_code == 2 and "not built yet" in done.output
+
+
+def test_threads_is_a_knob_of_every_parallel_template() -> None:
+    """Tuning may run a small kernel on fewer threads: the knob reaches the OpenMP pragma."""
+    from codegen import te, topi
+    from codegen.backends.c.emit import CEmitter
+    from codegen.lower import lower
+    from codegen.tune.space import Config
+    a = te.placeholder((256, 256), name="a")
+    (r,) = topi.compute("relu", [a], None, [TensorType((256, 256))])
+    probe = Config()
+    topi.schedule_group([r], probe)
+    if "threads" not in probe.space:
+        pytest.skip("one core: nothing to choose")
+    one = topi.schedule_group([r], Config({"threads": 1}))
+    text = CEmitter().function(lower(one, [a, r], "relu1"))
+    assert "num_threads(1)" in text
+    default = CEmitter().function(lower(topi.schedule_group([r], Config()), [a, r], "relu_all"))
+    assert "num_threads" not in default and "omp parallel for" in default

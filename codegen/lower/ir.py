@@ -7,6 +7,7 @@ frozen dataclasses below. Every backend (C, CUDA, the accelerator) consumes this
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ class For(Stmt):
     kind: LoopKind
     body: Stmt
     thread_tag: str = ""
+    threads: int = 0  # a parallel loop's thread count (0: as many as the runtime has)
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -151,7 +153,7 @@ def walk_stmts(s: Stmt) -> Iterator[Stmt]:
 def map_stmt(s: Stmt, f: Callable[[Stmt], Stmt]) -> Stmt:
     """`s` with `f` applied to each direct child statement."""
     if isinstance(s, For):
-        return For(s.var, s.extent, s.kind, f(s.body), s.thread_tag)
+        return dataclasses.replace(s, body=f(s.body))
     if isinstance(s, Allocate):
         return Allocate(s.buffer, f(s.body))
     if isinstance(s, LetStmt):

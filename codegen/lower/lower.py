@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -329,7 +330,8 @@ def _stage_nest(low: _Lowering, st: Stage, domain: Sequence[tuple[Expr, int]]) -
             kid_place = low.places[kid.op]
             kid_domain = tuple(zip(kid_place.origin, kid_place.buffer.shape))
             inner = Allocate(kid_place.buffer, seq([_stage_nest(low, kid, kid_domain), inner]))
-        loop: Stmt = For(iv.var, ext[iv], st.kinds.get(iv, LoopKind.SERIAL), inner, st.thread_tags.get(iv, ""))
+        loop: Stmt = For(iv.var, ext[iv], st.kinds.get(iv, LoopKind.SERIAL), inner, st.thread_tags.get(iv, ""),
+                         st.threads.get(iv, 0))
         if reduce is not None and k == first_reduce and not (k < first_tz and tz_resets):
             loop = seq([init_nest(), loop])
         return loop
@@ -431,7 +433,7 @@ def _simplify_stmt(s: Stmt, ranges: Ranges) -> Stmt:
     if isinstance(s, For):
         inner = dict(ranges)
         inner[s.var] = (0, s.extent - 1)
-        return For(s.var, s.extent, s.kind, _simplify_stmt(s.body, inner), s.thread_tag)
+        return dataclasses.replace(s, body=_simplify_stmt(s.body, inner))
     if isinstance(s, Store):
         return Store(s.buffer, simplify(s.index, ranges), simplify(s.value, ranges))
     if isinstance(s, IfThenElse):

@@ -76,7 +76,7 @@ def stmt_str(s: Stmt, indent: int = 0, names: Names | None = None) -> str:
 
     pad = "  " * indent
     if isinstance(s, For):
-        kind = "" if s.kind is LoopKind.SERIAL else f" {s.kind.value}"
+        kind = "" if s.kind is LoopKind.SERIAL else f" {s.kind.value}" + (f"({s.threads})" if s.threads else "")
         tag = f" ({s.thread_tag})" if s.thread_tag else ""
         return f"{pad}for{kind} {names(s.var)} in 0..{s.extent}{tag}:\n{stmt_str(s.body, indent + 1, names)}"
     if isinstance(s, Allocate):

@@ -53,6 +53,7 @@ class Stage:
     relations: list[Split | Fuse] = field(default_factory=list)
     kinds: dict[IterVar, LoopKind] = field(default_factory=dict)
     thread_tags: dict[IterVar, str] = field(default_factory=dict)
+    threads: dict[IterVar, int] = field(default_factory=dict)  # parallel loops with a thread count
     tensorized: dict[IterVar, Any] = field(default_factory=dict)  # axis -> codegen.lower.TensorIntrin
     attach: str = "root"  # root | inline | at
     attach_stage: Stage | None = None
@@ -149,10 +150,15 @@ class Stage:
         self.reorder(xo, yo, xi, yi)
         return xo, yo, xi, yi
 
-    def parallel(self, axis: IterVar) -> None:
+    def parallel(self, axis: IterVar, threads: int | None = None) -> None:
+        """Run the loop's iterations on `threads` OpenMP threads (default: all cores)."""
         if axis.reduce:
             raise ScheduleError(f"stage {self.name!r}: cannot run reduce axis {axis.name!r} in parallel (a race)")
+        if threads is not None and threads < 1:
+            raise ScheduleError(f"stage {self.name!r}: parallel {axis.name!r} needs threads >= 1, got {threads}")
         self._set_kind(axis, LoopKind.PARALLEL)
+        if threads is not None:
+            self.threads[axis] = threads
 
     def vectorize(self, axis: IterVar) -> None:
         if axis.reduce:  # the lanes would add into one element at once

@@ -8,11 +8,12 @@ A compute function maps te inputs to te outputs; the pattern in each output's `t
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from codegen.errors import CodegenError
-from codegen.schedule.schedule import Schedule
+from codegen.schedule.schedule import LoopKind, Schedule
 from codegen.te.tensor import Tensor
 from codegen.tune.space import Config
 from taso_py.types import TensorType
@@ -86,4 +87,18 @@ def schedule_group(outputs: Sequence[Tensor], cfg: Config | None = None, target:
         known = ", ".join(sorted(t for tg, t in SCHEDULE if tg == target)) or "none"
         raise CodegenError(f"no {target} schedule for pattern {tag!r} (known: {known})")
     fn(s, anchor, list(outputs), cfg)
+    _threads_knob(s, cfg)
     return s
+
+
+def _threads_knob(s: Schedule, cfg: Config) -> None:
+    """A knob shared by every template: how many threads the parallel loops use (small kernels
+    can lose more to waking threads than they gain)."""
+    cores = os.cpu_count() or 1
+    parallel = [(st, iv) for st in s.stages for iv, kind in st.kinds.items() if kind is LoopKind.PARALLEL]
+    if cores < 2 or not parallel:
+        return
+    threads = cfg.knob("threads", tuple(sorted({1, max(cores // 2, 1), cores})), default=cores)
+    if threads != cores:
+        for st, iv in parallel:
+            st.threads[iv] = threads

@@ -158,7 +158,8 @@ class CEmitter:
             yield f"{pad}#pragma omp simd"
             in_parallel = True  # no `omp parallel` may nest inside a simd loop: inner ones run serially
         elif s.kind is LoopKind.PARALLEL and not in_parallel:
-            yield f"{pad}#pragma omp parallel for schedule(static)"
+            threads = f" num_threads({s.threads})" if s.threads else ""
+            yield f"{pad}#pragma omp parallel for schedule(static){threads}"
             in_parallel = True
         elif s.kind is LoopKind.UNROLLED:
             yield f"{pad}#pragma GCC unroll {min(s.extent, 64)}"
