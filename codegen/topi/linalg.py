@@ -199,10 +199,13 @@ def schedule_matmul(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
         return
     m_ext, n_ext = anchor.shape[-2], anchor.shape[-1]
     k_ext = acc_st.reduce_axes[0].extent
-    m_opts = tuple(sorted({1, 2, 4, 6, 8, 12, 16} | ({m_ext} if m_ext < 16 else set())))
-    n_opts = tuple(sorted({16, 32, 64} | ({n_ext} if n_ext < 64 else set())))
-    tile_m = cfg.knob("tile_m", m_opts, default=_divisor_default(m_ext, m_opts, (8, 12, 6, 4, 16, m_ext, 2, 1)))
-    tile_n = cfg.knob("tile_n", n_opts, default=_divisor_default(n_ext, n_opts, (32, 64, 16, n_ext)))
+    # the largest divisors up to 16 rows / 64 columns: whole tiles for the micro-kernel, no tail to guard
+    m_div = max(d for d in range(1, min(m_ext, 16) + 1) if m_ext % d == 0)
+    n_div = max(d for d in range(1, min(n_ext, 64) + 1) if n_ext % d == 0)
+    m_opts = tuple(sorted({1, 2, 4, 6, 8, 12, 16, m_div}))
+    n_opts = tuple(sorted({16, 32, 64, n_div}))
+    tile_m = cfg.knob("tile_m", m_opts, default=_divisor_default(m_ext, m_opts, (8, 12, 6, 4, 16, m_div)))
+    tile_n = cfg.knob("tile_n", n_opts, default=_divisor_default(n_ext, n_opts, (32, 64, 16, n_div)))
     k_unroll = cfg.knob("k_unroll", (1, 2, 4, 8), default=1)
     kernel = cfg.knob("kernel", ("gemm", "vector"), default="gemm")
     k_block = cfg.knob("k_block", (64, 128, 256, 512, 1 << 30), default=1 << 30)
