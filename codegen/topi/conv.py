@@ -103,15 +103,22 @@ def conv2d(inputs: Sequence[Tensor], attrs: Conv2dAttrs, out_types: Sequence[Ten
     p = pad_spatial(x, attrs.pad)
     r = te.reduce_axis(kh * kw * cg, "r")
 
+    # the innermost part of r is what the micro-kernel's k runs over, linear in memory: the input
+    # channels, or the kernel row where it is longer (few channels, as in a stem conv; dilation 1)
+    row_inner = kw > cg and dw == 1
+
     def body(b: Expr, oc: Expr, y: Expr, z: Expr) -> Expr:
-        ic, pos = r.var % cg, r.var // cg
-        ky, kx = pos // kw, pos % kw
+        if row_inner:
+            ic, ky, kx = r.var // kw // kh, r.var // kw % kh, r.var % kw
+        else:
+            ic, pos = r.var % cg, r.var // cg
+            ky, kx = pos // kw, pos % kw
         ch = ic if attrs.groups == 1 else (oc // opg) * cg + ic
         # weights first: the micro-kernel's rows (A) are output channels, its columns (B) pixels
         return te.sum(w[oc, ic, ky, kx] * p[b, ch, y * sh + ky * dh, z * sw + kx * dw], axis=r)
 
     acc = te.compute((n, o, oh, ow), body, name="conv2d", tag="conv2d",
-                     attrs={"cg": cg, "groups": attrs.groups, "layout": "NCHW"})
+                     attrs={"inner": kw if row_inner else cg, "groups": attrs.groups, "layout": "NCHW"})
     return (_epilogue(acc, bias, attrs.act, 1),)
 
 
@@ -222,7 +229,7 @@ def schedule_conv2d(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
     vector), tile_oc, tile_w, ic_block (k of the micro-kernel), unroll of the vector kernel."""
     acc_st = s[anchor]
     oc, ow = anchor.shape[1], anchor.shape[3]
-    cg, groups = anchor.op.attrs["cg"], anchor.op.attrs["groups"]
+    inner, groups = anchor.op.attrs["inner"], anchor.op.attrs["groups"]
     pad = _pad_stage(s, acc_st)
     if pad is not None:
         schedule_flat(s, pad)
@@ -243,7 +250,7 @@ def schedule_conv2d(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
     tile_oc, tile_w = min(tile_oc, oc), min(tile_w, ow)
     if groups != 1 or oc % tile_oc or ow % tile_w:
         kernel = "vector"  # the micro-kernel needs whole tiles and one input-channel range per tile
-    k_in = min(ic_block, cg) if cg % min(ic_block, cg) == 0 else cg
+    k_in = min(ic_block, inner) if inner % min(ic_block, inner) == 0 else inner
 
     main, consumers = _find_main(s, anchor, outputs)
     if main is acc_st and kernel == "vector":
@@ -253,7 +260,7 @@ def schedule_conv2d(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
     xo, xi = main.split(x, tile_w)
     main.reorder(b, ob, y, xo, oi, xi)
     if main is acc_st:  # gemm straight into the output
-        outer, ri = _split_reduce(main, cg, k_in)
+        outer, ri = _split_reduce(main, inner, k_in)
         main.reorder(xo, *outer, oi, xi, ri)
         main.parallel(main.fuse(main.fuse(b, ob), y))
         main.tensorize(oi, GemmIntrin("gemm", tile_oc, tile_w, k_in))
@@ -264,7 +271,7 @@ def schedule_conv2d(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
         acc_st.compute_at(main, xo)
         _, ao, _, ax = acc_st.leaf[:4]
         if kernel == "gemm":
-            outer, ri = _split_reduce(acc_st, cg, k_in)
+            outer, ri = _split_reduce(acc_st, inner, k_in)
             acc_st.reorder(*outer, ao, ax, ri)
             acc_st.tensorize(ao, GemmIntrin("gemm", tile_oc, tile_w, k_in))
         else:
