@@ -29,6 +29,7 @@ from codegen.tune import (
     workload_key,
 )
 from codegen.tune.records import read
+from codegen.tune.runner import Runner
 
 N = 64
 
@@ -220,3 +221,36 @@ def test_tune_the_operator_library_matmul_template(tmp_path: Path) -> None:
     out = np.zeros((48, 96), np.float32)
     build(lower(s, args, "dense_best"))["dense_best"](x, y, out)
     np.testing.assert_allclose(out, x @ y, rtol=1e-4, atol=1e-4)
+
+
+def wild_read_template(cfg: Config) -> tuple[Schedule, list[te.Tensor]]:
+    """A knob whose other value reads gigabytes past the input: that candidate crashes its process."""
+    a = te.placeholder((4,), name="A")
+    stride = cfg.knob("stride", (1, 1 << 28), default=1)
+    b = te.compute((4,), lambda i: a[i * stride] + 1.0, name="B")
+    return create_schedule(b), [a, b]
+
+
+def test_a_crashing_candidate_is_recorded_and_the_search_goes_on(tmp_path: Path) -> None:
+    res = tune(wild_read_template, None, 2, tmp_path / "r.jsonl", progress=False)
+    assert res.best.values == {"stride": 1} and res.failures == 1
+    (bad,) = [r for r in read(tmp_path / "r.jsonl") if not r.ok]
+    assert bad.config == {"stride": 1 << 28} and bad.error is not None and bad.error.startswith("crashed")
+
+
+def test_the_runner_kills_a_kernel_past_its_time_limit() -> None:
+    a = te.placeholder((1,), name="A")
+    r1, r2 = te.reduce_axis(1 << 20, "r1"), te.reduce_axis(1 << 20, "r2")  # 10^12 iterations
+    slow = te.compute((1,), lambda i: te.sum(a[i] * te.cast("float32", r1 - r2), axis=[r1, r2]), name="S")
+    quick = te.compute((1,), lambda i: a[i] * 2.0, name="Q")
+    lib_slow = build(lower(create_schedule(slow), [a, slow], "slow")).path
+    lib_quick = build(lower(create_schedule(quick), [a, quick], "quick")).path
+    x = [np.ones(1, np.float32), np.zeros(1, np.float32)]
+    with Runner(startup_s=3.0) as runner:
+        assert runner.run(lib_quick, "quick", x, [1], 3, 1.0).outputs[0][0] == 2.0  # the child is up
+        t0 = time.perf_counter()
+        m = runner.run(lib_slow, "slow", x, [1], 3, 0.1)
+        assert m.seconds is None and m.error is not None and m.error.startswith("timed out: killed")
+        assert time.perf_counter() - t0 < 10
+        again = runner.run(lib_quick, "quick", x, [1], 3, 1.0)  # a fresh child takes over
+        assert again.seconds is not None and again.outputs[0][0] == 2.0

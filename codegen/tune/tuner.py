@@ -14,26 +14,24 @@ from __future__ import annotations
 import math
 import os
 import random
-import statistics
-import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from codegen.backends.c.build import Kernel
 from codegen.errors import CodegenError, ScheduleError
-from codegen.lower.ir import PrimFunc
+from codegen.lower.ir import Buffer, PrimFunc
 from codegen.schedule.schedule import Schedule
 from codegen.te.tensor import Tensor
 from codegen.tune import records
 from codegen.tune.cost_model import CostModel
 from codegen.tune.features import extract
 from codegen.tune.records import Record
+from codegen.tune.runner import Measurement, Runner
 from codegen.tune.space import Config
 
 Template = Callable[[Config], tuple[Schedule, list[Tensor]]]
@@ -54,15 +52,9 @@ def random_args(args: Sequence[Tensor], seed: int = 0) -> list[np.ndarray]:
 
 
 @dataclass
-class Measurement:
-    seconds: float | None
-    error: str | None = None
-    outputs: list[np.ndarray] = field(default_factory=list)
-
-
-@dataclass
 class Built:
-    kernel: Kernel
+    library: Path
+    params: list[Buffer]
     schedule: Schedule
     args: list[Tensor]
 
@@ -135,6 +127,7 @@ class _Search:
         self.seconds: dict[Point, float] = {}
         self.failed: dict[Point, str] = {}
         self.reference: list[np.ndarray] | None = None
+        self.runner = Runner()
 
     def visited(self, p: Point) -> bool:
         return p in self.seconds or p in self.failed or p in self.invalid
@@ -224,36 +217,28 @@ class _Search:
             return got
         f, sch, args = got
         try:
-            return Built(build(f)[self.kernel], sch, args)
+            return Built(build(f).path, f.params, sch, args)
         except CodegenError as e:
             return str(e)
 
     def measure(self, p: Point, built: Built | str | None = None) -> Measurement:
-        """Run the candidate on the args' arrays: checked against the default's result, then timed."""
+        """Run the candidate (in the runner's child process) on the args' arrays; its result must be the default's."""
         built = self.build(p) if built is None else built
         if isinstance(built, str):
             return Measurement(None, built)
-        kernel, sch, args = built.kernel, built.schedule, built.args
-        arrays = self.args_builder(args)
-        outs = [k for k, t in enumerate(args) if any(t == o for o in sch.outputs)]
-        start = time.perf_counter()
-        kernel(*arrays)
-        first = time.perf_counter() - start
-        if first > self.timeout:
-            return Measurement(None, f"timed out: one run took {first:.3g} s (limit {self.timeout:g} s)")
-        result = [arrays[k].copy() for k in outs]
-        if self.reference is not None:
-            for got_out, ref in zip(result, self.reference):
-                if not np.allclose(got_out, ref, rtol=1e-3, atol=1e-3, equal_nan=True):
-                    err = float(np.nanmax(np.abs(got_out.astype(np.float64) - ref)))
-                    return Measurement(None, f"wrong result: differs from the default schedule by {err:.3g}")
-        runs = max(1, min(self.repeat, int(self.timeout / max(first, 1e-9))))
-        times = []
-        for _ in range(runs):
-            start = time.perf_counter()
-            kernel(*arrays)
-            times.append(time.perf_counter() - start)
-        return Measurement(statistics.median(times), None, result)
+        arrays = self.args_builder(built.args)
+        for a, b in zip(arrays, built.params):
+            if a.shape != b.shape or a.dtype != np.dtype(b.dtype) or not a.flags.c_contiguous:
+                raise CodegenError(f"args_builder gave a {a.dtype} array of shape {a.shape} for {b.name} "
+                                   f"({b.dtype} {b.shape})")
+        outs = [k for k, t in enumerate(built.args) if any(t == o for o in built.schedule.outputs)]
+        m = self.runner.run(built.library, self.kernel, arrays, outs, self.repeat, self.timeout)
+        if m.seconds is not None and self.reference is not None:
+            for got, ref in zip(m.outputs, self.reference):
+                if not np.allclose(got, ref, rtol=1e-3, atol=1e-3, equal_nan=True):
+                    err = float(np.nanmax(np.abs(got.astype(np.float64) - ref)))
+                    return Measurement(None, f"wrong result: differs from the default schedule's by {err:.3g}")
+        return m
 
 
 def _all_points(space: Space) -> Iterator[Point]:
@@ -297,7 +282,7 @@ def tune(template: Template, args_builder: ArgsBuilder | None = None, trials: in
     default = space.point(cfg0.chosen())
     assert default is not None
     measured = failures = 0
-    with _progress(progress, trials, f"tuning {key}") as advance:
+    with _progress(progress, trials, f"tuning {key}") as advance, search.runner:
 
         def run(batch: Sequence[Point]) -> None:
             nonlocal measured, failures
