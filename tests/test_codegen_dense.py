@@ -125,6 +125,7 @@ CONV_CASES = {
     "bias-relu": ((1, 16, 8, 8), (16, 16, 3, 3), {"pad": (1, 1, 1, 1), "act": "relu"}, True),
     "dilated-asym-pad": ((1, 4, 11, 10), (8, 4, 3, 3), {"pad": (2, 1, 0, 1), "dilation": (2, 2)}, True),
     "odd-sigmoid": ((1, 3, 7, 5), (5, 3, 2, 3), {"act": "sigmoid"}, True),
+    "stem-row-inner": ((1, 3, 15, 15), (8, 3, 5, 5), {"stride": (2, 2), "pad": (2, 2, 2, 2)}, True),
 }
 CONV_KNOBS = [{}, {"kernel": "vector", "tile_oc": 4, "tile_w": 4},
               {"tile_oc": 2, "tile_w": 8, "ic_block": 8}, {"kernel": "vector", "tile_oc": 1, "tile_w": 16}]
