@@ -3,6 +3,8 @@ the simplifier, the printer and the C backend (compiler errors, kernel cache, ve
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -517,6 +519,33 @@ def test_missing_argument_is_rejected() -> None:
     _a, b = elementwise()
     with pytest.raises(ScheduleError, match="not among the kernel's arguments"):
         lower(create_schedule(b), [b], "noarg")
+
+
+# ---- expressions and dtypes through the C backend ----------------------------------------------
+
+def test_reductions_intrinsics_and_integer_arithmetic_match_numpy() -> None:
+    a = te.placeholder((6, 10), name="A")
+    r, r2 = te.reduce_axis(10, "r"), te.reduce_axis(10, "r2")
+    mx = te.compute((6,), lambda i: te.max_reduce(a[i, r], axis=r), name="mx")
+    mn = te.compute((6,), lambda i: te.min_reduce(a[i, r2], axis=r2), name="mn")
+    fx = te.compute((6, 10), lambda i, j: te.exp(a[i, j]) + te.tanh(a[i, j]) + te.erf(a[i, j])
+                    + te.sigmoid(a[i, j]) + te.sqrt(te.max_(a[i, j], 0.0)), name="fx")
+    n = te.placeholder((12,), dtype="int32", name="N")
+    g = te.compute((12,), lambda i: n[i] // 3 + n[i] % 3 * 100
+                   + te.cast("int32", te.if_then_else(n[i] < 0, 1, 2)) * 1000, name="g")
+    h = te.compute((12,), lambda i: te.cast("float32", n[i]) / 4.0, name="h")
+    f = lower(create_schedule([mx, mn, fx, g, h]), [a, n, mx, mn, fx, g, h], "exprs")
+    x, iv = rand(6, 10), np.arange(-6, 6, dtype=np.int32)
+    outs = [np.zeros(6, np.float32), np.zeros(6, np.float32), np.zeros((6, 10), np.float32),
+            np.zeros(12, np.int32), np.zeros(12, np.float32)]
+    build(f)["exprs"](x, iv, *outs)
+    np.testing.assert_array_equal(outs[0], x.max(axis=1))
+    np.testing.assert_array_equal(outs[1], x.min(axis=1))
+    erf = np.vectorize(math.erf)(x.astype(np.float64))
+    ref = np.exp(x) + np.tanh(x) + erf + 1 / (1 + np.exp(-x)) + np.sqrt(np.maximum(x, 0))
+    np.testing.assert_allclose(outs[2], ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(outs[3], iv // 3 + iv % 3 * 100 + np.where(iv < 0, 1, 2) * 1000)  # floor division
+    np.testing.assert_array_equal(outs[4], iv / 4)
 
 
 # ---- simplifier and printer ------------------------------------------------------------------

@@ -4,7 +4,8 @@ A template is `fn(cfg) -> (schedule, args)`; run with an empty `Config` it recor
 knobs (the space) and gives the default schedule. `tune` measures the default first, then
 repeats: propose a batch (random while the model knows too little, else simulated
 annealing over the space scored by the model, plus some random picks to keep exploring),
-compile and time each candidate for real, append the records, retrain. A candidate whose
+compile each candidate (a batch in parallel) and time it for real in a child process
+(`runner`), append the records, retrain. A candidate whose
 schedule is illegal, that does not compile, that runs past the time limit or computes
 something else than the default schedule is recorded as a failure and never proposed again.
 """
@@ -64,7 +65,7 @@ class TuneResult:
     workload: str
     best: Config
     best_seconds: float
-    default_seconds: float | None  # None when the default was measured by an earlier call (see records)
+    default_seconds: float | None  # the default schedule measured by this call; None when it failed
     measured: int  # candidates measured by this call
     failures: int  # of which failed
     space_size: int
