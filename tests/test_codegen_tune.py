@@ -254,3 +254,8 @@ def test_the_runner_kills_a_kernel_past_its_time_limit() -> None:
         assert time.perf_counter() - t0 < 10
         again = runner.run(lib_quick, "quick", x, [1], 3, 1.0)  # a fresh child takes over
         assert again.seconds is not None and again.outputs[0][0] == 2.0
+
+
+def test_early_stopping_ends_tuning_when_nothing_improves(tmp_path: Path) -> None:
+    res = tune(elementwise_template, None, 4, tmp_path / "r.jsonl", batch_size=1, early_stopping=1, progress=False)
+    assert res.measured == 2 and res.failures == 1  # the default, then one failure: no improvement in a row

@@ -260,12 +260,13 @@ def _progress(enabled: bool, total: int, label: str) -> Iterator[Callable[[str],
 def tune(template: Template, args_builder: ArgsBuilder | None = None, trials: int = 32,
          records_path: str | Path = "tuning.jsonl", *, name: str | None = None, batch_size: int = 8,
          explore: float = 0.25, repeat: int = 5, timeout: float = 2.0, seed: int = 0,
-         progress: bool = True) -> TuneResult:
+         early_stopping: int | None = None, progress: bool = True) -> TuneResult:
     """Measure up to `trials` new candidates of `template`; return the fastest config ever recorded.
 
     `args_builder(args)` makes the arrays the kernel runs on (random ones by default). Records
     already in `records_path` for this workload are not measured again: they train the model
-    from the start and count towards the best.
+    from the start and count towards the best. With `early_stopping`, tuning ends once that many
+    candidates in a row were no faster than the best. `timeout` bounds one run of a candidate.
     """
     cfg0 = Config()
     _sch0, args0 = template(cfg0)
@@ -285,15 +286,19 @@ def tune(template: Template, args_builder: ArgsBuilder | None = None, trials: in
     measured = failures = 0
     with _progress(progress, trials, f"tuning {key}") as advance, search.runner:
 
+        stale = 0  # candidates measured since the best last improved
+
         def run(batch: Sequence[Point]) -> None:
-            nonlocal measured, failures
+            nonlocal measured, failures, stale
             with ThreadPoolExecutor(max_workers=max(1, min(len(batch), os.cpu_count() or 1))) as pool:
                 built = list(pool.map(search.build, batch))
             for p, b in zip(batch, built):  # timed one at a time, nothing else running
+                best = min(search.seconds.values(), default=math.inf)
                 m = search.measure(p, b)
                 _record(search, records_path, key, p, m)
                 measured += 1
                 failures += m.seconds is None
+                stale = 0 if m.seconds is not None and m.seconds < best else stale + 1
                 advance(_best_text(search))
 
         # the default runs first: what it computes is the reference every candidate must match
@@ -305,7 +310,7 @@ def tune(template: Template, args_builder: ArgsBuilder | None = None, trials: in
             _record(search, records_path, key, default, ref)
             measured, failures = 1, int(ref.seconds is None)
             advance(_best_text(search))
-        while measured < trials:
+        while measured < trials and (early_stopping is None or stale < early_stopping):
             pts = [p for p in search.seconds if search.feature(p) is not None]
             if len(pts) != search.model.trained_on:
                 search.model.fit([search.features[p] for p in pts], [search.seconds[p] for p in pts])
