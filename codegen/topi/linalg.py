@@ -1,14 +1,22 @@
 """Matrix multiplication: its compute (NumPy's `matmul`) and a register-blocked CPU template.
 
-The template is the classic BLAS micro-kernel written as a schedule: the output is tiled
-into `tile_m x tile_n` blocks; each block's accumulator lives in a local buffer that the C
-backend turns into vector registers (`cache_write`, or the anchor itself when an element-wise
-consumer such as `relu(matmul + bias)` is the group's output and reads it tile by tile); the
-rows of the tile are unrolled and its columns vectorized, so every step of `k` is `tile_m`
-broadcasts of A times one row of B. B is optionally repacked first into column panels
-`[N/tile_n][K][tile_n]`, so the kernel reads B contiguously instead of striding by N (a
+The template is the classic BLAS scheme written as a schedule. The output is tiled into
+`tile_m x tile_n` blocks, and each block is computed by one of two kernels (knob `kernel`):
+
+- "gemm" (default): the inner (rows, columns, k) loops are tensorized into `GemmIntrin`, whose
+  C body keeps the tile in registers: every step of k is tile_m broadcasts of A times one row
+  of B (fused multiply-adds with an embedded broadcast). It needs whole tiles.
+- "vector": the same register blocking as plain loops: a local accumulator (`cache_write`, or
+  the anchor itself computed at the consumer's tile), rows unrolled, columns vectorized.
+  Tails (sizes the tiles do not divide) use it, guarded.
+
+An element-wise consumer that is the group's output, such as `relu(matmul + bias)`, takes
+each tile straight from the accumulator, so no full-size intermediate exists. B is optionally
+repacked first into column panels `[N/tile_n][K][tile_n]` (`pack_b`; a stage added to the
+schedule, see `pack_panels`), so the kernel reads B contiguously instead of striding by N (a
 stride that aliases in the L1 sets when N is a power of two); packing costs one pass over B
-and pays when A has many rows to reuse each panel.
+and pays when A has many rows to reuse each panel. Other knobs: `k_block` (the gemm's k per
+call), `order` (which tile loop is outer), `k_unroll` (vector kernel).
 """
 
 from __future__ import annotations
@@ -189,7 +197,8 @@ def _fuse_parallel(st: Stage, axes: Sequence) -> None:
 
 @register_schedule("matmul")
 def schedule_matmul(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:
-    """Register-blocked tiles; knobs: tile_m, tile_n, k_unroll, order (tile loop order), pack_b."""
+    """Register-blocked tiles (see the module doc); knobs: kernel, tile_m, tile_n, k_block, k_unroll,
+    order, pack_b; defaults pick tiles that divide the sizes."""
     op = anchor.op
     attrs = op.attrs
     acc_st = s[anchor]
