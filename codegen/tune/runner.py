@@ -3,7 +3,7 @@
 A candidate that writes out of bounds crashes its process, and one that runs for minutes
 cannot be stopped inside it; in a child, the first is recorded as a crash and the second is
 killed at the time limit, and the next candidate gets a fresh child. The child is a plain
-`python -m codegen.tune.runner` speaking pickles over its stdin and stdout (not
+`python -c '...serve()'` speaking pickles over its stdin and stdout (not
 multiprocessing, whose spawn re-imports the caller's main script). It also keeps the
 kernels' OpenMP threads out of the tuner's own process.
 """
@@ -20,7 +20,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
 
@@ -53,8 +52,9 @@ class Runner:
             self.close()
             root = str(Path(__file__).resolve().parents[2])  # codegen's parent, for a checkout not installed
             path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
-            self.proc = subprocess.Popen([sys.executable, "-m", "codegen.tune.runner"], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": path})
+            self.proc = subprocess.Popen([sys.executable, "-c", "from codegen.tune.runner import serve; serve()"],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         env={**os.environ, "PYTHONPATH": path})
         assert self.proc.stdin is not None and self.proc.stdout is not None
         try:
             pickle.dump((str(library), name, arrays, outputs, repeat, timeout), self.proc.stdin)
@@ -109,7 +109,10 @@ def _time(library: str, name: str, arrays: list[np.ndarray], outputs: list[int],
     return statistics.median(times), None, outs
 
 
-def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
+def serve() -> None:
+    """The child's loop: a job from stdin, its measurement to stdout, until stdin closes."""
+    requests, replies = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing else may write to the reply pipe
     while True:
         try:
             job = pickle.load(requests)
@@ -117,9 +120,3 @@ def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
             return
         pickle.dump(_time(*job), replies)
         replies.flush()
-
-
-if __name__ == "__main__":
-    replies = sys.stdout.buffer
-    sys.stdout = sys.stderr  # nothing else may write to the reply pipe
-    _serve(sys.stdin.buffer, replies)
