@@ -17,6 +17,7 @@ class Config:
     def __init__(self, values: dict[str, Any] | None = None) -> None:
         self.values: dict[str, Any] = dict(values or {})
         self.space: dict[str, tuple[Any, ...]] = {}
+        self.picked: dict[str, Any] = {}  # what each knob returned (its default where no value was given)
 
     def knob(self, name: str, choices: Sequence[Any], default: Any = None) -> Any:
         options = tuple(dict.fromkeys(choices))
@@ -24,12 +25,15 @@ class Config:
             raise ValueError(f"knob {name!r} has no choices")
         self.space[name] = options
         if name in self.values and self.values[name] in options:
-            return self.values[name]
-        return default if default is not None and default in options else options[0]
+            value = self.values[name]
+        else:
+            value = default if default is not None and default in options else options[0]
+        self.picked[name] = value
+        return value
 
     def __repr__(self) -> str:
         return f"Config({self.values!r})"
 
     def chosen(self) -> dict[str, Any]:
-        """The value every recorded knob takes in this config."""
-        return {name: self.knob(name, options) for name, options in list(self.space.items())}
+        """The value every knob took when the schedule was built with this config (defaults included)."""
+        return dict(self.picked)
