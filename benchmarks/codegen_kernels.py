@@ -48,7 +48,7 @@ Kernel = Callable[[], None]
 Template = Callable[[Config], tuple[Schedule, list[te.Tensor]]]
 
 MATMUL_GRID = {"tile_m": (6, 8, 12), "tile_n": (32, 64), "pack_b": (True, False), "k_block": (256, 1 << 30)}
-CONV_GRID = {"tile_oc": (4, 8, 16), "tile_w": (14, 28, 56), "ic_block": (16, 1 << 30)}
+CONV_GRID = {"tile_w": (7, 8, 14), "tile_oc": (16, 32, 64), "ic_block": (16, 1 << 30)}
 NCHWC_GRID = {"tile_w": (4, 7, 8, 14, 28)}
 CONV_BLOCK = 16  # channels per block of the NCHWc layout
 

@@ -127,8 +127,8 @@ CONV_CASES = {
     "odd-sigmoid": ((1, 3, 7, 5), (5, 3, 2, 3), {"act": "sigmoid"}, True),
     "stem-row-inner": ((1, 3, 15, 15), (8, 3, 5, 5), {"stride": (2, 2), "pad": (2, 2, 2, 2)}, True),
 }
-CONV_KNOBS = [{}, {"kernel": "vector", "tile_oc": 4, "tile_w": 4},
-              {"tile_oc": 2, "tile_w": 8, "ic_block": 8}, {"kernel": "vector", "tile_oc": 1, "tile_w": 16}]
+CONV_KNOBS = [{}, {"kernel": "vector", "tile_oc": 8, "tile_w": 4},
+              {"tile_oc": 8, "tile_w": 6, "ic_block": 8}, {"kernel": "vector", "tile_oc": 16, "tile_w": 16}]
 
 
 @pytest.mark.parametrize("knobs", CONV_KNOBS)
@@ -206,4 +206,19 @@ def test_fused_injective_producers_are_materialized_for_the_micro_kernel() -> No
     out = np.full(y.shape, np.nan, np.float32)
     kernel(x, w, out)
     np.testing.assert_allclose(out, OPS["conv2d"].ref([np.maximum(x, 0), w], attrs)[0], rtol=1e-4, atol=1e-4)
+    assert uses_gemm(f)
+
+
+def test_conv2d_with_a_reshaping_consumer_keeps_a_buffer_of_its_own() -> None:
+    # conv -> flatten fused: the consumer does not read the conv tile by tile
+    x, w, bias = rand(1, 8, 6, 6), rand(16, 8, 3, 3), rand(16)
+    attrs = Conv2dAttrs(pad=(1, 1, 1, 1), act="relu")
+    ins = [te.placeholder(a.shape, name=f"in{k}") for k, a in enumerate((x, w, bias))]
+    (y,) = registry.compute("conv2d", ins, attrs, out_types("conv2d", [x, w, bias], attrs))
+    flat = te.compute((1, 16 * 36), lambda b, k: y[b, k // 36, k // 6 % 6, k % 6], name="flatten", tag="injective")
+    f, kernel = compile_group([flat], ins, Config({"tile_w": 6, "tile_oc": 16}))
+    out = np.full(flat.shape, np.nan, np.float32)
+    kernel(x, w, bias, out)
+    want = OPS["conv2d"].ref([x, w, bias], attrs)[0].reshape(1, -1)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
     assert uses_gemm(f)

@@ -2,13 +2,19 @@
 
 `conv2d` (NCHW data, OIHW weights, optional bias, stride, pads, dilation, groups, fused
 activation) is one reduction over a single fused axis r = (kh, kw, ic), input channels
-innermost: split by the channel count, its inner part is linear in memory, so the tile
-kernel can be the gemm micro-kernel (`GemmIntrin`: rows = output channels, columns = output
-pixels of a row, k = input channels) or vector loops (register-blocked, output width
-vectorized; the one used for groups > 1, depthwise included). The zero padding is a stage of
-its own computed once at the kernel's root; bias and activation are an element-wise
-epilogue (tag "injective") that the template applies to each tile as it leaves the
-accumulator, so the group's anchor stays the reduction tagged "conv2d".
+innermost (or the kernel row, where it is longer than the channels: a stem conv), so the
+inner part of r is linear in memory and can be the k of the gemm micro-kernel (`GemmIntrin`).
+
+- groups = 1: the accumulator is pixel-major, acc[n, y, x, o], reading weights transposed to
+  [ic, kh, kw, o] (a stage computed once per call): a tile is the micro-kernel with rows =
+  `tile_w` pixels of an output row (broadcast from the input) and columns = `tile_oc` output
+  channels (contiguous vectors), as in the blocked layout, and the NCHW output is written by
+  an element-wise stage (bias, activation) taking each tile from registers.
+- grouped and depthwise: an NCHW accumulator with vector loops over the output row
+  (register-blocked over `tile_oc` channels), each channel reading its own input channels.
+
+The zero padding is a stage of its own computed once at the kernel's root (a guarded read in
+the inner loop would keep it from vector code and the micro-kernel).
 
 The blocked layout, for the graph compiler, which inserts layout transforms between
 operators and pre-packs weights once at compile time:
@@ -34,14 +40,22 @@ from codegen import te
 from codegen.lower.intrin import GemmIntrin
 from codegen.schedule.schedule import Schedule, Stage
 from codegen.te.expr import Expr
-from codegen.te.tensor import Tensor
-from codegen.topi.linalg import live_readers, materialize_inputs, reads_identity, schedule_flat, vectorize
+from codegen.te.tensor import Tensor, TensorRead
+from codegen.topi.linalg import (
+    expanded_body,
+    live_readers,
+    materialize_inputs,
+    reads_identity,
+    schedule_flat,
+    vectorize,
+)
 from codegen.topi.registry import register_compute, register_schedule
 from codegen.tune.space import Config
 from taso_py.ops.conv import Conv2dAttrs
 from taso_py.types import TensorType
 
 PAD_NAME = "conv_pad"
+WT_NAME = "conv_weight_t"
 
 
 def activation(x: Expr, act: str) -> Expr:
@@ -75,6 +89,10 @@ def pad_spatial(x: Tensor, pad: Sequence[int], h_axis: int = 2) -> Tensor:
     return te.compute(shape, body, name=PAD_NAME, tag="injective")
 
 
+def _finish(v: Expr, bias: Tensor | None, channel: Expr, act: str) -> Expr:
+    return activation(v if bias is None else v + bias[(channel,)], act)
+
+
 def _epilogue(acc: Tensor, bias: Tensor | None, act: str, channel_axis: int,
               block: int | None = None) -> Tensor:
     """act(acc + bias), element-wise; `acc` itself when there is neither."""
@@ -102,23 +120,37 @@ def conv2d(inputs: Sequence[Tensor], attrs: Conv2dAttrs, out_types: Sequence[Ten
     dh, dw = attrs.dilation
     p = pad_spatial(x, attrs.pad)
     r = te.reduce_axis(kh * kw * cg, "r")
-
     # the innermost part of r is what the micro-kernel's k runs over, linear in memory: the input
     # channels, or the kernel row where it is longer (few channels, as in a stem conv; dilation 1)
     row_inner = kw > cg and dw == 1
 
-    def body(b: Expr, oc: Expr, y: Expr, z: Expr) -> Expr:
+    def taps() -> tuple[Expr, Expr, Expr]:
         if row_inner:
-            ic, ky, kx = r.var // kw // kh, r.var // kw % kh, r.var % kw
-        else:
-            ic, pos = r.var % cg, r.var // cg
-            ky, kx = pos // kw, pos % kw
-        ch = ic if attrs.groups == 1 else (oc // opg) * cg + ic
-        # weights first: the micro-kernel's rows (A) are output channels, its columns (B) pixels
+            return r.var // kw // kh, r.var // kw % kh, r.var % kw
+        pos = r.var // cg
+        return r.var % cg, pos // kw, pos % kw
+
+    attrs_out = {"inner": kw if row_inner else cg, "groups": attrs.groups}
+    if attrs.groups == 1:
+        # pixel-major: acc[n, y, x, o] with the weights transposed to [ic, kh, kw, o], so a tile is the
+        # micro-kernel's rows = pixels (broadcast from the input row) x columns = output channels
+        # (contiguous in the transposed weights); the NCHW output is an element-wise stage after it
+        wt = te.compute((cg, kh, kw, o), lambda ic, a, c, oc: w[oc, ic, a, c], name=WT_NAME, tag="injective")
+
+        def body(b: Expr, y: Expr, z: Expr, oc: Expr) -> Expr:
+            ic, ky, kx = taps()
+            return te.sum(p[b, ic, y * sh + ky * dh, z * sw + kx * dw] * wt[ic, ky, kx, oc], axis=r)
+
+        acc = te.compute((n, oh, ow, o), body, name="conv2d", tag="conv2d", attrs={**attrs_out, "layout": "NHWC"})
+        return (te.compute((n, o, oh, ow), lambda b, oc, y, z: _finish(acc[b, y, z, oc], bias, oc, attrs.act),
+                           name="conv_out", tag="injective"),)
+
+    def grouped(b: Expr, oc: Expr, y: Expr, z: Expr) -> Expr:
+        ic, ky, kx = taps()
+        ch = (oc // opg) * cg + ic
         return te.sum(w[oc, ic, ky, kx] * p[b, ch, y * sh + ky * dh, z * sw + kx * dw], axis=r)
 
-    acc = te.compute((n, o, oh, ow), body, name="conv2d", tag="conv2d",
-                     attrs={"inner": kw if row_inner else cg, "groups": attrs.groups, "layout": "NCHW"})
+    acc = te.compute((n, o, oh, ow), grouped, name="conv2d", tag="conv2d", attrs={**attrs_out, "layout": "NCHW"})
     return (_epilogue(acc, bias, attrs.act, 1),)
 
 
@@ -186,8 +218,7 @@ def conv2d_nchwc(data: Tensor, weight: Tensor, bias: Tensor | None, attrs: Conv2
 # ---- schedules ----------------------------------------------------------------------------------
 
 def _pad_stage(s: Schedule, acc_st: Stage) -> Stage | None:
-    """The padding stage read by the convolution, computed once at the kernel's root (not inlined:
-    a guarded read in the inner loop would keep it from vector code and the micro-kernel)."""
+    """The padding stage read by the convolution, computed once at the kernel's root."""
     for t in acc_st.reads():
         if t.op in s.stage_map and t.name == PAD_NAME:
             st = s[t]
@@ -223,62 +254,115 @@ def _find_main(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor]) -> tuple[
     return main, consumers
 
 
+def _reads_permuted(s: Schedule, st: Stage, t: Tensor, perm: Sequence[int]) -> bool:
+    """Whether `st` reads `t` (through inlined stages) only at t[axes[perm[0]], axes[perm[1]], ...]."""
+    if len(st.axes) != len(perm):
+        return False
+    want = [st.axes[d].var for d in perm]
+    reads = [e for e in te.walk(expanded_body(s, st)) if isinstance(e, TensorRead) and e.tensor.op is t.op]
+    return bool(reads) and all(len(r.indices) == len(want) and all(i is v for i, v in zip(r.indices, want))
+                               for r in reads)
+
+
+def _divisor(extent: int, most: int) -> int:
+    """The largest divisor of `extent` up to `most`: a tile with no tail to guard."""
+    return max(d for d in range(1, min(extent, most) + 1) if extent % d == 0)
+
+
+def _pick(cfg: Config, name: str, extent: int, options: set[int], prefer: Sequence[int]) -> int:
+    """A tile-size knob whose default is the first preferred size dividing `extent`."""
+    opts = tuple(sorted(options))
+    default = next((c for c in prefer if c in opts and extent % c == 0), opts[0])
+    return min(cfg.knob(name, opts, default=default), extent)
+
+
 @register_schedule("conv2d")
 def schedule_conv2d(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:
-    """Tiles of tile_oc output channels x tile_w pixels of one output row; knobs: kernel (gemm |
-    vector), tile_oc, tile_w, ic_block (k of the micro-kernel), unroll of the vector kernel."""
+    """groups = 1: pixel-major tiles (`_schedule_pixel_major`); grouped and depthwise: vector loops."""
     acc_st = s[anchor]
-    oc, ow = anchor.shape[1], anchor.shape[3]
-    inner, groups = anchor.op.attrs["inner"], anchor.op.attrs["groups"]
     pad = _pad_stage(s, acc_st)
     if pad is not None:
         schedule_flat(s, pad)
     materialize_inputs(s, acc_st)
-    oc_opts = tuple(sorted({1, 2, 4, 8, 16} | ({oc} if oc < 16 else set())))
-    # the largest divisor of the row up to 32: a tile with no tail to guard (guards keep a loop from vector code)
-    divisor = max(d for d in range(1, min(ow, 32) + 1) if ow % d == 0)
-    w_opts = tuple(sorted({4, 7, 8, 14, 16, 28, 32, divisor} | ({ow} if ow <= 64 else set())))
-    kernel = cfg.knob("kernel", ("gemm", "vector"), default="gemm") if groups == 1 else "vector"
-    # gemm defaults measured on the ResNet 3x3 conv: long rows (B's vector loads), 16 channels per tile;
-    # the vector kernel wants a power-of-two row (a vector type) and few enough accumulators for registers
-    prefer_w = (ow, 32, 28, 16, 14, 8, 7, 4) if kernel == "gemm" else (16, 32, 8, divisor)
-    tile_oc = cfg.knob("tile_oc", oc_opts, default=next(c for c in ((16, 8, 4, 2, 1) if kernel == "gemm" else
-                                                                    (4, 8, 2, 1)) if c in oc_opts and oc % c == 0))
-    tile_w = cfg.knob("tile_w", w_opts, default=next((c for c in prefer_w if c in w_opts and ow % c == 0),
-                                                     8 if ow >= 8 else ow))
-    ic_block = cfg.knob("ic_block", (8, 16, 32, 64, 1 << 30), default=1 << 30)
-    tile_oc, tile_w = min(tile_oc, oc), min(tile_w, ow)
-    if groups != 1 or oc % tile_oc or ow % tile_w:
-        kernel = "vector"  # the micro-kernel needs whole tiles and one input-channel range per tile
-    k_in = min(ic_block, inner) if inner % min(ic_block, inner) == 0 else inner
+    if anchor.op.attrs["layout"] == "NHWC":
+        _schedule_pixel_major(s, anchor, outputs, cfg)
+    else:
+        _schedule_grouped(s, anchor, outputs, cfg)
 
+
+def _schedule_pixel_major(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:
+    """Tiles of tile_w pixels of an output row x tile_oc output channels, accumulated in registers
+    and written to the NCHW output through the epilogue. Knobs: kernel (gemm | vector), tile_w
+    (the micro-kernel's rows), tile_oc (its columns), ic_block (its k)."""
+    acc_st = s[anchor]
+    _, _, ow, oc = anchor.shape
+    inner = anchor.op.attrs["inner"]
+    kernel = cfg.knob("kernel", ("gemm", "vector"), default="gemm")
+    w_div, oc_div = _divisor(ow, 16), _divisor(oc, 64)
+    tile_w = _pick(cfg, "tile_w", ow, {4, 6, 7, 8, 12, 14, 16, w_div}, (14, 12, 8, 16, 7, 6, w_div))
+    tile_oc = _pick(cfg, "tile_oc", oc, {8, 16, 32, 64, oc_div}, (16, 32, 64, 8, oc_div))
+    ic_block = cfg.knob("ic_block", (8, 16, 32, 64, 1 << 30), default=1 << 30)
+    if ow % tile_w or oc % tile_oc:
+        kernel = "vector"  # the micro-kernel computes whole tiles only; the vector loops guard the tails
+    k_in = min(ic_block, inner) if inner % min(ic_block, inner) == 0 else inner
+    consumers = [s[t] for t in outputs]
+    main = next((st for st in consumers if _reads_permuted(s, st, anchor, (0, 2, 3, 1))), None)
+    if main is None or len(live_readers(s, anchor)) != 1:  # the NCHW result is reshaped: a buffer of its own
+        main = None
+        b, y, x, o = acc_st.leaf[:4]
+        xo, xi = acc_st.split(x, tile_w)
+        ob, oi = acc_st.split(o, tile_oc)
+        acc_st.reorder(b, y, xo, ob, xi, oi)
+        acc_st.parallel(acc_st.fuse(b, y))
+        ax, ao, tiles = xi, oi, [xo, ob]
+    else:
+        b, o, y, x = main.leaf[:4]
+        ob, oi = main.split(o, tile_oc)
+        xo, xi = main.split(x, tile_w)
+        main.reorder(b, y, ob, xo, oi, xi)
+        main.parallel(b if b.extent > 1 else y)
+        acc_st.compute_at(main, xo)
+        _, _, ax, ao = acc_st.leaf[:4]
+        tiles = []
+    if kernel == "gemm":
+        outer, ri = _split_reduce(acc_st, inner, k_in)
+        acc_st.reorder(*tiles, *outer, ax, ao, ri)
+        acc_st.tensorize(ax, GemmIntrin("gemm", tile_w, tile_oc, k_in))
+    else:
+        (r,) = [a for a in acc_st.leaf if a.reduce]
+        acc_st.reorder(*tiles, r, ax, ao)
+        acc_st.unroll(ax)
+        vectorize(acc_st, ao, tile_oc)
+    for st in consumers:
+        if st is not main:
+            schedule_flat(s, st)
+
+
+def _schedule_grouped(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:
+    """Grouped and depthwise convolutions (NCHW accumulator): tiles of tile_oc channels x tile_w
+    pixels, rows unrolled, pixels vectorized (each output channel reads its own input channels)."""
+    acc_st = s[anchor]
+    oc, ow = anchor.shape[1], anchor.shape[3]
+    oc_opts = {1, 2, 4, 8, 16} | ({oc} if oc < 16 else set())
+    w_div = _divisor(ow, 32)
+    # a power-of-two row makes a vector type; else a divisor of the row (no guarded tail), gcc vectorizes
+    tile_oc = _pick(cfg, "tile_oc", oc, oc_opts, (4, 8, 2, 1))
+    tile_w = _pick(cfg, "tile_w", ow, {4, 8, 16, 32, w_div}, (16, 32, 8, w_div))
     main, consumers = _find_main(s, anchor, outputs)
-    if main is acc_st and kernel == "vector":
+    if main is acc_st:
         acc_st = s[s.cache_write(anchor, "local")]
     b, o, y, x = main.leaf[:4]
     ob, oi = main.split(o, tile_oc)
     xo, xi = main.split(x, tile_w)
     main.reorder(b, ob, y, xo, oi, xi)
-    if main is acc_st:  # gemm straight into the output
-        outer, ri = _split_reduce(main, inner, k_in)
-        main.reorder(xo, *outer, oi, xi, ri)
-        main.parallel(main.fuse(main.fuse(b, ob), y))
-        main.tensorize(oi, GemmIntrin("gemm", tile_oc, tile_w, k_in))
-    else:
-        _parallel_rows(main, b, ob, y)
-        if kernel == "vector":
-            vectorize(main, xi)
-        acc_st.compute_at(main, xo)
-        _, ao, _, ax = acc_st.leaf[:4]
-        if kernel == "gemm":
-            outer, ri = _split_reduce(acc_st, inner, k_in)
-            acc_st.reorder(*outer, ao, ax, ri)
-            acc_st.tensorize(ao, GemmIntrin("gemm", tile_oc, tile_w, k_in))
-        else:
-            (r,) = [a for a in acc_st.leaf if a.reduce]
-            acc_st.reorder(r, ao, ax)
-            acc_st.unroll(ao)
-            vectorize(acc_st, ax, tile_w)
+    _parallel_rows(main, b, ob, y)
+    vectorize(main, xi)
+    acc_st.compute_at(main, xo)
+    _, ao, _, ax = acc_st.leaf[:4]
+    (r,) = [a for a in acc_st.leaf if a.reduce]
+    acc_st.reorder(r, ao, ax)
+    acc_st.unroll(ao)
+    vectorize(acc_st, ax, tile_w)
     for st in consumers:
         if st is not main:
             schedule_flat(s, st)
