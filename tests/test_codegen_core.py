@@ -571,6 +571,51 @@ def test_simplify_decides_comparisons_by_bounds() -> None:
     assert str(simplify(te.min_(j, 10), ranges)) == "j"
 
 
+def evaluate(e: te.Expr, env: dict[te.Var, int]) -> int | bool:
+    if isinstance(e, te.Const):
+        return e.value  # type: ignore[return-value]
+    if isinstance(e, te.Var):
+        return env[e]
+    assert isinstance(e, te.Binary), e
+    x, y = evaluate(e.a, env), evaluate(e.b, env)
+    return {"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y, "//": lambda: x // y,
+            "%": lambda: x % y, "min": lambda: min(x, y), "max": lambda: max(x, y), "<": lambda: x < y,
+            "<=": lambda: x <= y, "==": lambda: x == y, "!=": lambda: x != y,
+            "&&": lambda: bool(x) and bool(y), "||": lambda: bool(x) or bool(y)}[e.op]()
+
+
+@st.composite
+def index_exprs(draw: st.DrawFn, depth: int = 3) -> te.Expr:
+    i, j = INDEX_VARS
+    if depth == 0 or draw(st.booleans()):
+        return draw(st.sampled_from([i, j, te.const(draw(st.integers(-9, 9)))]))
+    a, b = draw(index_exprs(depth - 1)), draw(index_exprs(depth - 1))
+    op = draw(st.sampled_from(["+", "-", "*k", "//", "%", "min", "max", "<", "=="]))
+    k = draw(st.integers(1, 8))
+    if op == "*k":
+        return a * k
+    if op in ("//", "%"):
+        return a // k if op == "//" else a % k
+    if op in ("min", "max"):
+        return te.min_(a, b) if op == "min" else te.max_(a, b)
+    return a < b if op == "<" else te.equal(a, b)
+
+
+INDEX_VARS = (te.Var("i"), te.Var("j"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(e=index_exprs(), hi=st.tuples(st.integers(0, 9), st.integers(0, 9)))
+def test_simplify_keeps_the_value_on_every_point_of_the_ranges(e: te.Expr, hi: tuple[int, int]) -> None:
+    i, j = INDEX_VARS
+    ranges = {i: (0, hi[0]), j: (0, hi[1])}
+    simple = simplify(e, ranges)
+    for vi in range(hi[0] + 1):
+        for vj in range(hi[1] + 1):
+            env = {i: vi, j: vj}
+            assert evaluate(simple, env) == evaluate(e, env), (str(e), str(simple), env)
+
+
 def test_printer_is_readable() -> None:
     a, b, c = matmul(8, 8, 4)
     s = create_schedule(c)
@@ -718,3 +763,24 @@ def test_random_schedules_with_compute_at_keep_results(producer: list[tuple], co
     xp = np.pad(x, ((0, 0), (1, 1)))
     np.testing.assert_allclose(run(f, x, out_shapes=[(6, 9)])[0], xp[:, :-2] + xp[:, 1:-1] + xp[:, 2:],
                                rtol=1e-5, atol=1e-5)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(outer=transformations(), inner=transformations(), at=st.integers(0, 7), packed=st.booleans())
+def test_random_schedules_of_a_cached_matmul_keep_results(outer: list[tuple], inner: list[tuple], at: int,
+                                                          packed: bool) -> None:
+    """A local accumulator (cache_write) computed at a random loop of the output, optionally B packed
+    (cache_read) at the same loop, each stage transformed at random."""
+    a, b, c = matmul(6, 10, 7)
+    s = create_schedule(c)
+    cl = s.cache_write(c, "local")
+    bl = s.cache_read(b, "local", [cl]) if packed else None
+    apply(s[c], outer)
+    apply(s[cl], inner)
+    axis = s[c].leaf[at % len(s[c].leaf)]
+    s[cl].compute_at(s[c], axis)
+    if bl is not None:
+        s[bl].compute_at(s[cl], s[cl].leaf[0])
+    f = lower_or_reject(s, [a, b, c], "prop_mm")
+    x, y = rand(6, 7), rand(7, 10)
+    np.testing.assert_allclose(run(f, x, y, out_shapes=[(6, 10)])[0], x @ y, rtol=1e-4, atol=1e-4)
