@@ -7,8 +7,12 @@ hard-code a value. Run with an empty config it records the space and uses the de
 
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import Sequence
 from typing import Any
+
+Point = tuple[int, ...]  # an option index per knob
 
 
 class Config:
@@ -37,3 +41,42 @@ class Config:
     def chosen(self) -> dict[str, Any]:
         """The value every knob took when the schedule was built with this config (defaults included)."""
         return dict(self.picked)
+
+
+class Space:
+    """A template's knobs and their options; a point picks one option of each."""
+
+    def __init__(self, knobs: dict[str, tuple[Any, ...]]) -> None:
+        self.names = list(knobs)
+        self.options = [knobs[n] for n in self.names]
+
+    @property
+    def knobs(self) -> dict[str, tuple[Any, ...]]:
+        return dict(zip(self.names, self.options))
+
+    @property
+    def size(self) -> int:
+        return math.prod(len(o) for o in self.options)
+
+    def config(self, p: Point) -> Config:
+        return Config({n: o[i] for n, o, i in zip(self.names, self.options, p)})
+
+    def point(self, values: dict[str, Any]) -> Point | None:
+        """The point of recorded values; None when one is no longer an option."""
+        try:
+            return tuple(o.index(values[n]) for n, o in zip(self.names, self.options))
+        except (KeyError, ValueError):
+            return None
+
+    def random(self, rng: random.Random) -> Point:
+        return tuple(rng.randrange(len(o)) for o in self.options)
+
+    def neighbour(self, p: Point, rng: random.Random) -> Point:
+        """`p` with one knob (that has a choice) moved to another option."""
+        movable = [k for k, o in enumerate(self.options) if len(o) > 1]
+        if not movable:
+            return p
+        k = rng.choice(movable)
+        q = list(p)
+        q[k] = rng.choice([i for i in range(len(self.options[k])) if i != p[k]])
+        return tuple(q)

@@ -5,9 +5,9 @@ knobs (the space) and gives the default schedule. `tune` measures the default fi
 repeats: propose a batch (random while the model knows too little, else simulated
 annealing over the space scored by the model, plus some random picks to keep exploring),
 compile each candidate (a batch in parallel) and time it for real in a child process
-(`runner`), append the records, retrain. A candidate whose
-schedule is illegal, that does not compile, that runs past the time limit or computes
-something else than the default schedule is recorded as a failure and never proposed again.
+(`runner`), append the records, retrain. A candidate whose schedule is illegal, that does
+not compile, crashes, runs past the time limit or computes something else than the default
+schedule is recorded as a failure and never proposed again.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -33,11 +32,10 @@ from codegen.tune.cost_model import CostModel
 from codegen.tune.features import extract
 from codegen.tune.records import Record
 from codegen.tune.runner import Measurement, Runner
-from codegen.tune.space import Config
+from codegen.tune.space import Config, Point, Space
 
 Template = Callable[[Config], tuple[Schedule, list[Tensor]]]
 ArgsBuilder = Callable[[Sequence[Tensor]], list[np.ndarray]]
-Point = tuple[int, ...]  # an option index per knob
 
 
 def random_args(args: Sequence[Tensor], seed: int = 0) -> list[np.ndarray]:
@@ -69,45 +67,6 @@ class TuneResult:
     measured: int  # candidates measured by this call
     failures: int  # of which failed
     space_size: int
-
-
-class Space:
-    """A template's knobs and their options; a point picks one option of each."""
-
-    def __init__(self, knobs: dict[str, tuple[Any, ...]]) -> None:
-        self.names = list(knobs)
-        self.options = [knobs[n] for n in self.names]
-
-    @property
-    def knobs(self) -> dict[str, tuple[Any, ...]]:
-        return dict(zip(self.names, self.options))
-
-    @property
-    def size(self) -> int:
-        return math.prod(len(o) for o in self.options)
-
-    def config(self, p: Point) -> Config:
-        return Config({n: o[i] for n, o, i in zip(self.names, self.options, p)})
-
-    def point(self, values: dict[str, Any]) -> Point | None:
-        """The point of recorded values; None when one is no longer an option."""
-        try:
-            return tuple(o.index(values[n]) for n, o in zip(self.names, self.options))
-        except (KeyError, ValueError):
-            return None
-
-    def random(self, rng: random.Random) -> Point:
-        return tuple(rng.randrange(len(o)) for o in self.options)
-
-    def neighbour(self, p: Point, rng: random.Random) -> Point:
-        """`p` with one knob (that has a choice) moved to another option."""
-        movable = [k for k, o in enumerate(self.options) if len(o) > 1]
-        if not movable:
-            return p
-        k = rng.choice(movable)
-        q = list(p)
-        q[k] = rng.choice([i for i in range(len(self.options[k])) if i != p[k]])
-        return tuple(q)
 
 
 class _Search:
