@@ -11,6 +11,7 @@ kernels' OpenMP threads out of the tuner's own process.
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import pickle
 import select
@@ -22,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+MIN_SAMPLE_S = 1e-3
 
 
 @dataclass
@@ -101,12 +104,19 @@ def _time(library: str, name: str, arrays: list[np.ndarray], outputs: list[int],
     if first > timeout:
         return None, f"timed out: one run took {first:.3g} s (limit {timeout:g} s)", []
     outs = [arrays[k].copy() for k in outputs]
-    times = []
-    for _ in range(max(1, min(repeat, int(timeout / max(first, 1e-9))))):
+    start = time.perf_counter()
+    fn(*ptrs)
+    once = time.perf_counter() - start
+    # a sample of `number` calls lasts at least MIN_SAMPLE_S: a microsecond kernel timed call by call
+    # would be measured mostly as the clock's and the call's own overhead
+    number = max(1, min(10_000, math.ceil(MIN_SAMPLE_S / max(once, 1e-9))))
+    samples = []
+    for _ in range(max(1, min(repeat, int(timeout / max(once * number, 1e-9))))):
         start = time.perf_counter()
-        fn(*ptrs)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), None, outs
+        for _ in range(number):
+            fn(*ptrs)
+        samples.append((time.perf_counter() - start) / number)
+    return statistics.median(samples), None, outs
 
 
 def serve() -> None:
