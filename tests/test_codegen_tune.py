@@ -125,6 +125,18 @@ def test_tune_beats_the_default_and_records_every_candidate(tmp_path: Path) -> N
     assert time_config(res.best) <= time_config(Config()) * 1.1
 
 
+def test_a_random_args_builder_is_called_once(tmp_path: Path) -> None:
+    """Candidates are compared with the default's result, so they all run on the same arrays."""
+    calls = []
+
+    def fresh_random(args: list[te.Tensor]) -> list[np.ndarray]:
+        calls.append(1)
+        return [np.random.default_rng().standard_normal(t.shape).astype(np.float32) for t in args]
+
+    res = tune(matmul_template, fresh_random, 4, tmp_path / "r.jsonl", batch_size=3, repeat=1, progress=False)
+    assert res.failures == 0 and len(calls) == 1
+
+
 def test_records_are_reused_by_load_best_and_a_second_tune(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
     first = tune(matmul_template, None, 8, path, batch_size=4, repeat=2, progress=False)
