@@ -15,25 +15,23 @@ accumulator buffer's head and stay.
 
 Latency hiding: output tiles are dealt alternately to two virtual threads, each with its
 own half of every buffer, and their steps (one input-channel chunk of one output tile)
-are interleaved in one stream. Tokens: a step's last load pushes load->compute and its
-compute pops it; compute pushes compute->load when the GEMM no longer needs the thread's
-input/weight half, and the thread's next loading step pops it before overwriting; an
-output tile's epilogue pushes compute->store, its stores pop it; the stores push
-store->compute when the thread's accumulator half will be reused, and the reset of the
-next tile in that half pops it. Without latency hiding the same tiles run on one thread,
-so each load waits for the previous step's GEMM.
+are interleaved in one stream; `pipeline.link` adds the dependency tokens. A step whose
+thread's buffer half still holds its input (or weight) block skips that load. Without
+latency hiding the same tiles run on one thread, so each load waits for the previous
+step's GEMM.
 """
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from codegen.backends.accel.config import AccelConfig
 from codegen.backends.accel.intrin import ConvBlock, conv_kernel
 from codegen.backends.accel.isa import Alu, Finish, Gemm, Insn, Load, Store
+from codegen.backends.accel.pipeline import Step, link
 from codegen.backends.accel.simulator import Simulator, Stats
 from codegen.errors import CodegenError
 
@@ -114,12 +112,8 @@ class _Step:
     chunk: int
     first: bool
     last: bool
-    load_inp: bool = False
+    load_inp: bool = False  # not when the thread's input half already holds this block
     load_wgt: bool = False
-    prev: int | None = None  # the thread's previous step (its buffers are reused)
-    push_free: bool = False  # a later step of the thread loads over this one's buffers
-    acc_prev_tile: bool = False  # the thread's accumulator half held an earlier tile
-    acc_reused: bool = False  # a later tile of the thread resets this one's accumulators
 
 
 def conv2d_program(shape: ConvShape, epi: Epilogue, cfg: AccelConfig | None = None, *, latency_hiding: bool = True,
@@ -138,11 +132,8 @@ def conv2d_program(shape: ConvShape, epi: Epilogue, cfg: AccelConfig | None = No
     if epi.shift is not None:
         insns.append(Load(buffer="acc", dram="mult", dram_offset=0, y_size=1, x_size=ocb, x_stride=ocb,
                           sram_offset=ocb))
-    for st in steps:
-        insns += _load_insns(g, st)
-        insns += _compute_insns(g, st, epi)
-        if st.last:
-            insns += _store_insns(g, st, epi)
+    insns += link([Step(st.thread, _load_insns(g, st), _compute_insns(g, st, epi),
+                         _store_insns(g, st, epi) if st.last else [], st.first) for st in steps])
     insns.append(Finish())
     dram = {"inp": (g.icb * shape.ih * shape.iw, cfg.inp_tile_elems, "int8"),
             "wgt": (ocb * g.icb * shape.kh * shape.kw, cfg.wgt_tile_elems, "int8"),
@@ -222,27 +213,16 @@ def _steps(g: _Geometry, latency_hiding: bool) -> list[_Step]:
         for c in range(g.n_ch):
             for v, (o, p) in enumerate(pair):
                 steps.append(_Step(v, o, p, c, c == 0, c == g.n_ch - 1))
-    last: dict[int, int] = {}
-    last_tile: dict[int, int] = {}
     res_inp: dict[int, tuple[int, int]] = {}
     res_wgt: dict[int, tuple[int, int]] = {}
-    for j, st in enumerate(steps):
-        st.prev = last.get(st.thread)
+    for st in steps:
         st.load_inp = res_inp.get(st.thread) != (st.sp_t, st.chunk)
         st.load_wgt = res_wgt.get(st.thread) != (st.oc_t, st.chunk)
         res_inp[st.thread], res_wgt[st.thread] = (st.sp_t, st.chunk), (st.oc_t, st.chunk)
-        if (st.load_inp or st.load_wgt) and st.prev is not None:
-            steps[st.prev].push_free = True
-        if st.first and st.thread in last_tile:
-            st.acc_prev_tile = True
-            steps[last_tile[st.thread]].acc_reused = True
-        if st.last:
-            last_tile[st.thread] = j
-        last[st.thread] = j
     return steps
 
 
-def _load_insns(g: _Geometry, st: _Step) -> list[Insn]:
+def _load_insns(g: _Geometry, st: _Step) -> list[Load]:
     s, t = g.shape, g.t
     toc, tic, th = g.sizes(st.oc_t, st.sp_t, st.chunk)
     out: list[Load] = []
@@ -259,10 +239,7 @@ def _load_insns(g: _Geometry, st: _Step) -> list[Insn]:
         per = s.kh * s.kw
         out.append(Load(buffer="wgt", dram="wgt", dram_offset=(st.oc_t * t.toc * g.icb + st.chunk * t.tic) * per,
                         y_size=toc, x_size=tic * per, x_stride=g.icb * per, sram_offset=st.thread * g.wgt_half))
-    if out:
-        out[0] = replace(out[0], pop_next=st.prev is not None)
-        out[-1] = replace(out[-1], push_next=True)
-    return list(out)
+    return out
 
 
 def _compute_insns(g: _Geometry, st: _Step, epi: Epilogue) -> list[Insn]:
@@ -271,7 +248,7 @@ def _compute_insns(g: _Geometry, st: _Step, epi: Epilogue) -> list[Insn]:
     acc_base = g.acc_head + st.thread * g.acc_half
     bases = {"acc_base": acc_base, "inp_base": st.thread * g.inp_half, "wgt_base": st.thread * g.wgt_half}
     out: list[Insn] = []
-    out.append(Gemm(kernel=kernel, reset=st.first, pop_next=st.acc_prev_tile, push_prev=st.push_free, **bases))
+    out.append(Gemm(kernel=kernel, reset=st.first, **bases))
     if st.last:
         n = toc * th * g.shape.ow
         dst = acc_base + np.arange(n)
@@ -279,26 +256,19 @@ def _compute_insns(g: _Geometry, st: _Step, epi: Epilogue) -> list[Insn]:
         if epi.bias:
             out.append(Alu(op="add", dst=dst, src=chan))
         if epi.shift is not None:
-            out.append(Alu(op="mulshr", dst=dst, src=g.ocb + chan, imm=(epi.shift,)))
-            out.append(Alu(op="clip", dst=dst, imm=(0 if epi.relu else -128, 127)))
+            out.append(Alu(op="requant", dst=dst, src=g.ocb + chan, imm=(epi.shift, 0 if epi.relu else -128, 127)))
         elif epi.relu:
             out.append(Alu(op="max", dst=dst, imm=(0,)))
-        out[-1] = replace(out[-1], push_next=True)
-    if st.load_inp or st.load_wgt:
-        out[0] = replace(out[0], pop_prev=True)
     return out
 
 
-def _store_insns(g: _Geometry, st: _Step, epi: Epilogue) -> list[Insn]:
+def _store_insns(g: _Geometry, st: _Step, epi: Epilogue) -> list[Store]:
     s, t = g.shape, g.t
     toc, _tic, th = g.sizes(st.oc_t, st.sp_t, st.chunk)
     n = th * s.ow
     base = g.acc_head + st.thread * g.acc_half
-    out = [Store(dram="out", dram_offset=((st.oc_t * t.toc + c) * s.oh + st.sp_t * t.th) * s.ow, y_size=1, x_size=n,
-                 x_stride=n, sram_offset=base + c * n, dtype=epi.out_dtype) for c in range(toc)]
-    out[0] = replace(out[0], pop_prev=True)
-    out[-1] = replace(out[-1], push_prev=st.acc_reused)
-    return list(out)
+    return [Store(dram="out", dram_offset=((st.oc_t * t.toc + c) * s.oh + st.sp_t * t.th) * s.ow, y_size=1, x_size=n,
+                  x_stride=n, sram_offset=base + c * n, dtype=epi.out_dtype) for c in range(toc)]
 
 
 # ---- choosing a tiling -----------------------------------------------------------------------
@@ -340,7 +310,7 @@ def _estimate(g: _Geometry, epi: Epilogue) -> float:
     tiles = g.n_oc * g.n_sp
     steps = tiles * g.n_ch
     gemm = g.ocb * g.icb * s.kh * s.kw * s.oh * s.ow + steps * cfg.gemm_overhead
-    passes = 1 + int(epi.bias) + (2 if epi.shift is not None else int(epi.relu))  # 1: the GEMM
+    passes = 1 + int(epi.bias) + int(epi.shift is not None or epi.relu)  # 1: the GEMM
     acc_tiles = g.ocb * s.oh * s.ow
     compute = gemm + acc_tiles * (passes - 1) * cfg.acc_tile_elems / cfg.alu_lanes + tiles * passes * cfg.alu_overhead
     inp_bytes = g.icb * g.iht(t.th) * g.iwp * cfg.inp_tile_elems * g.n_sp  # one pass over the input

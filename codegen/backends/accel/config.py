@@ -4,7 +4,7 @@ The defaults follow VTA's default configuration (Moreau et al., "A Hardware-Soft
 for Flexible Deep Learning Specialization", 2019): a 1 x 16 x 16 int8 GEMM core (256 MACs a
 cycle), a 32 KiB input buffer, a 256 KiB weight buffer, a 128 KiB int32 accumulator buffer and
 a 64-bit (8 bytes a cycle) DRAM port. Two choices differ from VTA and are stated here:
-the ALU is 64 lanes wide (VTA: 16), so the bias/requantize/clip epilogue of a 1x1 convolution
+the ALU is 64 lanes wide (VTA: 16), so the bias + requantize epilogue of a 1x1 convolution
 with 64 input channels (4 GEMM cycles per output tile) does not take as long as its GEMMs; and
 the DMA latency is a flat 32 cycles per instruction (VTA's depends on the board's DRAM).
 """

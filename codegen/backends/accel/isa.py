@@ -27,7 +27,7 @@ MODULES = ("load", "compute", "store")
 QUEUES = {("load", "next"): "l2c", ("compute", "prev"): "c2l", ("compute", "next"): "c2s", ("store", "prev"): "s2c"}
 POPS = {("compute", "prev"): "l2c", ("load", "next"): "c2l", ("store", "prev"): "c2s", ("compute", "next"): "s2c"}
 
-ALU_OPS = ("add", "min", "max", "shr", "mul", "mulshr", "clip")
+ALU_OPS = ("add", "min", "max", "shr", "mul", "requant", "clip")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,8 +122,9 @@ class Alu(Insn):
 
     add/min/max/mul: with a tile operand `src` or the immediate imm[0]; add and mul wrap
     modulo 2^32. shr: arithmetic shift right by imm[0] (left when negative, wrapping).
-    mulshr: (x * acc[src] + 2^(s-1)) >> s with s = imm[0] >= 1, in 64 bits, saturated to int32
-    (a fixed-point requantize, rounding half up). clip: min(max(x, imm[0]), imm[1]).
+    requant: clip((x * acc[src] + 2^(s-1)) >> s, lo, hi) with imm = (s >= 1, lo, hi), in 64 bits
+    (a fixed-point multiply, rounding half up, and the activation's clamp in one pass, as the
+    output stage of integer NPUs). clip: min(max(x, imm[0]), imm[1]).
     """
 
     op: str

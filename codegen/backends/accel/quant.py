@@ -10,7 +10,7 @@ Scheme (integer-only inference, symmetric, no zero points):
 - requantize to the next layer's scale s_y: y = clip((acc * m[c] + 2^(shift-1)) >> shift,
   lo, 127) with m[c] = round(s_x * s_w[c] / s_y * 2^shift) and lo = 0 after a ReLU else -128
   (`requant_params`: the largest shift <= 24 whose multipliers fit in 16 bits; computed in 64
-  bits by the ALU's `mulshr`, so it never overflows). With power-of-two scales m[c] = 1.
+  bits by the ALU's `requant`, so it never overflows). With power-of-two scales m[c] = 1.
 The error against float inference is that of rounding each tensor to its int8 grid (half a
 step of each scale) propagated through the layer; `dequantize` maps results back.
 

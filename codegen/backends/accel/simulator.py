@@ -194,7 +194,7 @@ class Simulator:
 def _alu(acc: np.ndarray, a: Alu) -> None:
     x = acc[a.dst].astype(np.int64)
     y = acc[a.src].astype(np.int64) if a.src is not None else None
-    operand = y if y is not None and a.op != "mulshr" else (a.imm[0] if a.imm else 0)
+    operand = y if y is not None and a.op != "requant" else (a.imm[0] if a.imm else 0)
     if a.op == "add":
         r = x + operand
     elif a.op == "mul":
@@ -206,9 +206,9 @@ def _alu(acc: np.ndarray, a: Alu) -> None:
     elif a.op == "shr":
         s = a.imm[0]
         r = x >> s if s >= 0 else x << -s
-    elif a.op == "mulshr":
-        s = a.imm[0]
-        r = np.clip((x * y + (1 << (s - 1))) >> s, -(1 << 31), (1 << 31) - 1)
+    elif a.op == "requant":
+        s, lo, hi = a.imm
+        r = np.clip((x * y + (1 << (s - 1))) >> s, lo, hi)
     else:  # clip
         r = np.clip(x, a.imm[0], a.imm[1])
     acc[a.dst] = r.astype(np.int32)  # wraps modulo 2^32 (add, mul, shl)
@@ -273,10 +273,11 @@ def _store_bytes(cfg: AccelConfig, s: Store) -> int:
 
 
 def _check_alu_operands(where: str, a: Alu) -> None:
-    tile_operand = a.op in ("add", "min", "max", "mul", "mulshr") and a.src is not None
-    imms = {"clip": 2, "shr": 1, "mulshr": 1}.get(a.op, 0 if tile_operand else 1)
+    tile_operand = a.op in ("add", "min", "max", "mul", "requant") and a.src is not None
+    imms = {"clip": 2, "shr": 1, "requant": 3}.get(a.op, 0 if tile_operand else 1)
     ok = len(a.imm) == imms and (a.src is None or tile_operand)
-    ok = ok and (a.op != "mulshr" or (tile_operand and a.imm[0] >= 1))
+    if a.op == "requant":
+        ok = ok and tile_operand and a.imm[0] >= 1 and -(1 << 31) <= a.imm[1] <= a.imm[2] < 1 << 31
     if not ok:
         raise AccelError(f"{where}: ALU {a.op} cannot take src={'tiles' if a.src is not None else 'none'} "
                          f"imm={a.imm} (see isa.Alu)")
