@@ -1,0 +1,128 @@
+"""Compile generated CUDA with nvcc into a shared library, cached by content hash, loaded via ctypes.
+
+The library's entry points take host pointers (see `emit.CudaEmitter.host`), so a compiled
+kernel is called with numpy arrays exactly like a CPU one. The default code is SASS for
+sm_90 (H100/H200) plus compute_80 PTX, which the driver compiles for any other GPU from
+Ampere on; $TASO_CUDA_ARCH replaces those flags (e.g. "-arch=sm_86").
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from codegen.backends.c.build import cache_dir
+from codegen.errors import CodegenError
+from codegen.lower.ir import Buffer, PrimFunc
+
+NVCC_FLAGS = ("-O3", "-Xcompiler", "-fPIC", "-shared", "-std=c++17", "-w")
+DEFAULT_ARCH = ("-gencode=arch=compute_90,code=sm_90", "-gencode=arch=compute_80,code=compute_80")
+
+
+def nvcc() -> str:
+    """$NVCC, else `nvcc` on PATH."""
+    exe = os.environ.get("NVCC", "nvcc")
+    path = shutil.which(exe)
+    if path is None:
+        raise CodegenError(f"no CUDA compiler: {exe!r} is not on PATH (install the CUDA toolkit, or set NVCC)")
+    return path
+
+
+def arch_flags() -> tuple[str, ...]:
+    env = os.environ.get("TASO_CUDA_ARCH")
+    return tuple(shlex.split(env)) if env else DEFAULT_ARCH
+
+
+def compile_cuda(source: str, out: Path | None = None) -> Path:
+    """A shared library built from CUDA `source`; rebuilt only when the source, nvcc or flags change."""
+    exe = nvcc()
+    flags = [*NVCC_FLAGS, *arch_flags()]
+    digest = hashlib.sha256((exe + " ".join(flags) + "\n" + source).encode()).hexdigest()[:20]
+    target = out or cache_dir() / f"cu_{digest}.so"
+    if target.exists() and out is None:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="taso-nvcc-") as tmp:
+        cu = Path(tmp) / "kernel.cu"
+        cu.write_text(source)
+        so_tmp = Path(tmp) / "kernel.so"
+        proc = subprocess.run([exe, *flags, str(cu), "-o", str(so_tmp)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            first = next((ln for ln in proc.stderr.splitlines() if "error" in ln), proc.stderr.strip()[:300])
+            raise CodegenError(f"nvcc failed on generated code: {first}")
+        fd, staged = tempfile.mkstemp(dir=target.parent, suffix=".so.tmp")
+        os.close(fd)
+        shutil.copyfile(so_tmp, staged)
+        os.replace(staged, target)
+    return target
+
+
+class CudaKernel:
+    """A compiled PrimFunc: called with host numpy arrays; copies to and from the GPU on each call."""
+
+    def __init__(self, name: str, params: list[Buffer], fn: ctypes._CFuncPtr,  # type: ignore[name-defined]
+                 error: ctypes._CFuncPtr) -> None:  # type: ignore[name-defined]
+        self.name, self.params, self.fn, self.error = name, params, fn, error
+
+    def __call__(self, *arrays: np.ndarray) -> None:
+        if len(arrays) != len(self.params):
+            raise CodegenError(f"kernel {self.name!r} takes {len(self.params)} arrays, got {len(arrays)}")
+        for a, b in zip(arrays, self.params):
+            if a.shape != b.shape or a.dtype != np.dtype(b.dtype) or not a.flags.c_contiguous:
+                raise CodegenError(f"kernel {self.name!r}: {b.name} needs a contiguous {b.dtype} array of shape "
+                                   f"{b.shape}, got {a.dtype} {a.shape}")
+        status = self.fn(*[a.ctypes.data for a in arrays])
+        if status != 0:
+            raise CodegenError(f"cuda kernel {self.name!r} failed: {self.error(status).decode()}")
+
+
+class CudaModule:
+    """A loaded library of CUDA kernels by name (the same interface as the C backend's Module)."""
+
+    def __init__(self, path: Path, funcs: Sequence[PrimFunc], source: str) -> None:
+        self.path = path
+        self.source = source
+        self.lib = ctypes.CDLL(str(path))
+        error = self.lib.taso_cuda_error_string
+        error.restype, error.argtypes = ctypes.c_char_p, [ctypes.c_int]
+        self.kernels: dict[str, CudaKernel] = {}
+        for f in funcs:
+            fn = getattr(self.lib, f.name)
+            fn.restype = ctypes.c_int
+            fn.argtypes = [ctypes.c_void_p] * len(f.params)
+            self.kernels[f.name] = CudaKernel(f.name, f.params, fn, error)
+
+    def __getitem__(self, name: str) -> CudaKernel:
+        return self.kernels[name]
+
+
+def source(funcs: PrimFunc | Sequence[PrimFunc]) -> str:
+    """The CUDA translation unit for the kernels (no compiler needed)."""
+    from codegen.backends.cuda.emit import CudaEmitter
+    return CudaEmitter().module([funcs] if isinstance(funcs, PrimFunc) else list(funcs))
+
+
+def build(funcs: PrimFunc | Sequence[PrimFunc], out: Path | None = None) -> CudaModule:
+    """CUDA for the kernels, compiled by nvcc (one call for all of them) and loaded."""
+    funcs = [funcs] if isinstance(funcs, PrimFunc) else list(funcs)
+    text = source(funcs)
+    return CudaModule(compile_cuda(text, out), funcs, text)
+
+
+def device_count() -> int:
+    """How many CUDA devices the driver reports (0 where there is no driver or no GPU)."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0
+    count = ctypes.c_int(0)
+    return count.value if lib.cuInit(0) == 0 and lib.cuDeviceGetCount(ctypes.byref(count)) == 0 else 0

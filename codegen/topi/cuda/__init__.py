@@ -1,0 +1,8 @@
+"""Default GPU schedules (target "cuda") for every pattern of the operator library.
+
+Importing this package registers them, and the compute definitions they schedule:
+`import codegen.topi.cuda`, then `schedule_group(outputs, cfg, target="cuda")`.
+"""
+
+from codegen.topi import conv as _conv  # noqa: F401  (registers conv2d and, through linalg, matmul)
+from codegen.topi.cuda import dense, generic  # noqa: F401  (register)

@@ -1,0 +1,128 @@
+"""GPU templates for the dense operators: a shared-memory tiled matmul and a register-blocked direct conv2d.
+
+Matmul (the classic CUDA SGEMM as a schedule): a block computes a `block_m x block_n` tile
+of C with `(block_m / thread_m) x (block_n / thread_n)` threads, each accumulating a
+`thread_m x thread_n` sub-tile in registers. The reduction runs in steps of `tile_k`; per
+step the block's threads cooperatively copy the A and B tiles it needs into shared memory
+(`cache_read(.., "shared")` computed at the step loop, its copy loops bound to the same
+threads), then each thread multiplies out of shared memory. The accumulator is the anchor
+computed at the block's tile (a `cache_write` to "local" when the matmul is itself the output,
+else the anchor read by its element-wise consumer, e.g. `relu(a @ b + bias)`); the CUDA
+emitter keeps each thread's part of it in registers.
+
+Conv2d: each thread computes `tile_oc` output channels of one output pixel, so every input
+value it loads serves `tile_oc` multiply-adds; the pixels of consecutive threads are
+neighbours (coalesced loads); bias and activation are applied as the tile leaves the
+registers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from codegen import te
+from codegen.schedule.schedule import Schedule, Stage
+from codegen.te.tensor import Tensor, TensorRead
+from codegen.topi.cuda.generic import bind_elements, elementwise_consumer, schedule_stages, threads_knob
+from codegen.topi.injective import fuse_all
+from codegen.topi.registry import register_schedule
+from codegen.tune.space import Config
+
+
+def _operands(st: Stage) -> list[Tensor]:
+    """A and B of `sum(A[..] * B[..])` where they are read directly (a cast or an expression is not tiled)."""
+    src = st.body.source if isinstance(st.body, te.Reduce) else None
+    if not (isinstance(src, te.Binary) and src.op == "*"):
+        return []
+    return [side.tensor for side in (src.a, src.b) if isinstance(side, TensorRead)]
+
+
+def cooperative_fetch(st: Stage, ty: int, tx: int) -> None:
+    """A shared-memory copy stage's loops fused and spread over the block's ty x tx threads."""
+    fused = fuse_all(st, list(st.leaf))
+    _, inner = st.split(fused, ty * tx)
+    y, x = st.split(inner, tx)
+    st.bind(y, "threadIdx.y")
+    st.bind(x, "threadIdx.x")
+
+
+@register_schedule("matmul", target="cuda")
+def schedule_matmul(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:
+    """Knobs: block_m, block_n, thread_m, thread_n, tile_k (and threads for matrix-vector products)."""
+    attrs = anchor.op.attrs
+    if not (attrs["has_m"] and attrs["has_n"]):
+        schedule_stages(s, anchor, outputs, cfg)  # a matrix-vector product: one thread per output element
+        return
+    bm = cfg.knob("block_m", (16, 32, 64, 128), default=64)
+    bn = cfg.knob("block_n", (16, 32, 64, 128), default=64)
+    tm = cfg.knob("thread_m", (1, 2, 4, 8), default=4)
+    tn = cfg.knob("thread_n", (1, 2, 4, 8), default=4)
+    tk = cfg.knob("tile_k", (4, 8, 16, 32), default=16)
+    consumer = elementwise_consumer(s, anchor)
+    if consumer is not None:
+        main, acc = consumer, s[anchor]
+    else:
+        main = s[anchor]
+        acc = s[s.cache_write(anchor, "local")]
+    for out in outputs:
+        if s[out] is not main:
+            bind_elements(s[out], threads_knob(cfg))
+
+    *batch, i, j = main.leaf
+    bi, ii = main.split(i, bm)
+    ty, yi = main.split(ii, tm)
+    bj, jj = main.split(j, bn)
+    tx, xi = main.split(jj, tn)
+    main.reorder(*batch, bi, bj, ty, tx, yi, xi)
+    if batch:
+        main.bind(fuse_all(main, batch), "blockIdx.z")
+    main.bind(bi, "blockIdx.y")
+    main.bind(bj, "blockIdx.x")
+    main.bind(ty, "threadIdx.y")
+    main.bind(tx, "threadIdx.x")
+    main.unroll(yi)
+    main.unroll(xi)
+
+    # the accumulator holds the block's tile; its loops give each thread the same sub-tile as `main`
+    acc.compute_at(main, bj)
+    operands = _operands(acc)
+    *_, ai, aj, k = acc.leaf
+    aty, ayi = acc.split(ai, tm)
+    atx, axi = acc.split(aj, tn)
+    ko, ki = acc.split(k, tk)
+    acc.reorder(ko, aty, atx, ki, ayi, axi)
+    acc.bind(aty, "threadIdx.y")
+    acc.bind(atx, "threadIdx.x")
+    for ax in (ki, ayi, axi):
+        acc.unroll(ax)
+    for t in operands:
+        cache = s[s.cache_read(t, "shared", [acc.tensor])]
+        cache.compute_at(acc, ko)
+        cooperative_fetch(cache, ty.extent, tx.extent)
+
+
+@register_schedule("conv2d", target="cuda")
+def schedule_conv2d(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:
+    """Knobs: tile_oc (output channels per thread), threads (per block)."""
+    threads = threads_knob(cfg)
+    oc = anchor.shape[1]
+    tile_oc = min(oc, cfg.knob("tile_oc", (1, 2, 4, 8), default=4 if oc % 4 == 0 else 1))
+    consumer = elementwise_consumer(s, anchor)
+    if consumer is not None:
+        main, acc = consumer, s[anchor]
+    else:
+        main = s[anchor]
+        acc = s[s.cache_write(anchor, "local")]
+    for out in outputs:
+        if s[out] is not main:
+            bind_elements(s[out], threads)
+    b, o, y, x = main.leaf
+    oo, oi = main.split(o, tile_oc)
+    main.reorder(b, oo, y, x, oi)
+    tx = bind_elements(main, threads, [b, oo, y, x])
+    main.unroll(oi)
+    assert tx is not None
+    acc.compute_at(main, tx)
+    _, ao, _, _, r = acc.leaf
+    acc.reorder(r, ao)
+    acc.unroll(ao)

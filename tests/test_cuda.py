@@ -1,0 +1,308 @@
+"""The cuda target: every operator of the library (the cases of test_codegen_ops, plus matmul,
+conv2d and fused groups) scheduled for the GPU, lowered and compiled by nvcc in one call;
+each kernel's source run against numpy on the CPU emulation of the CUDA runtime
+(`codegen.backends.cuda.emulate`), and on a real GPU where one exists; the emitted text of a
+tiled matmul; and the errors a user can meet (no nvcc, no GPU, bound loops on the C backend).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from test_codegen_ops import CASES, Case
+
+from codegen import te
+from codegen.backends.c import build as build_c
+from codegen.backends.cuda import CudaModule, build, device_count, source
+from codegen.backends.cuda.emulate import build_emulated
+from codegen.errors import CodegenError
+from codegen.lower import PrimFunc, lower
+from codegen.schedule import create_schedule
+from codegen.topi import compute, schedule_group
+from codegen.topi import conv as conv_ops
+from codegen.topi.cuda import dense  # noqa: F401  (registers the cuda schedules)
+from codegen.tune.space import Config
+from taso_py.ops import OPS
+from taso_py.ops.conv import Conv2dAttrs
+from taso_py.types import TensorType
+
+RNG = np.random.default_rng(0)
+HAS_NVCC = bool(os.environ.get("NVCC")) or any(
+    os.access(os.path.join(d, "nvcc"), os.X_OK) for d in os.environ.get("PATH", "").split(os.pathsep))
+needs_nvcc = pytest.mark.skipif(not HAS_NVCC, reason="nvcc is not installed")
+needs_gpu = pytest.mark.skipif(device_count() == 0, reason="no CUDA device on this machine")
+
+
+def rand(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+@dataclass
+class Group:
+    """A fused group to compile: te inputs and outputs, input arrays, expected outputs."""
+
+    label: str
+    ins: list[te.Tensor]
+    outs: list[te.Tensor]
+    arrays: list[np.ndarray]
+    want: list[np.ndarray]
+    exact: bool = False  # integer results: compared exactly
+
+    def __post_init__(self) -> None:
+        self.label = self.label.replace(" ", "")
+
+    @property
+    def name(self) -> str:
+        return f"g_{hashlib.sha1(self.label.encode()).hexdigest()[:12]}"
+
+    def lower(self, cfg: Config | None = None) -> PrimFunc:
+        return lower(schedule_group(self.outs, cfg, target="cuda"), [*self.ins, *self.outs], self.name)
+
+    def check(self, mod: CudaModule) -> None:
+        outs = [np.full(t.shape, 7, t.dtype) for t in self.outs]  # not zeros: every element must be written
+        mod[self.name](*self.arrays, *outs)
+        for got, want in zip(outs, self.want):
+            assert got.shape == want.shape and got.dtype == want.dtype
+            if self.exact:
+                np.testing.assert_array_equal(got, want)
+            else:
+                tol = 1e-10 if got.dtype == np.float64 else 1e-4
+                np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def op_group(case: Case) -> Group:
+    raw, canonical, in_types, out_types = case.typed()
+    ins = [te.placeholder(t.known_shape, case.dtype, name=f"x{k}") for k, t in enumerate(in_types)]
+    arrays = case.inputs()
+    return Group(case.label, ins, list(compute(case.op, ins, raw, out_types)), arrays,
+                 list(case.opdef.ref(arrays, canonical)), np.dtype(case.dtype).kind != "f")
+
+
+def matmul_group(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> Group:
+    a, b = rand(*a_shape), rand(*b_shape)
+    ta, tb = te.placeholder(a_shape, name="A"), te.placeholder(b_shape, name="B")
+    (t,) = OPS["matmul"].shape([TensorType(a_shape), TensorType(b_shape)], None)
+    (y,) = compute("matmul", [ta, tb], None, [t])
+    return Group(f"matmul{a_shape}x{b_shape}", [ta, tb], [y], [a, b], [np.matmul(a, b)])
+
+
+def matmul_bias_relu(m: int, k: int, n: int) -> Group:
+    """relu(a @ b + bias): the matmul accumulates in registers inside the element-wise output."""
+    a, b, bias = rand(m, k), rand(k, n), rand(n)
+    ta, tb, tbias = (te.placeholder(x.shape, name=nm) for x, nm in ((a, "A"), (b, "B"), (bias, "bias")))
+    (y,) = compute("matmul", [ta, tb], None, [TensorType((m, n))])
+    (added,) = compute("add", [y, tbias], None, [TensorType((m, n))])
+    (out,) = compute("relu", [added], None, [TensorType((m, n))])
+    return Group(f"relu(matmul+bias){m, k, n}", [ta, tb, tbias], [out], [a, b, bias], [np.maximum(a @ b + bias, 0)])
+
+
+def transposed_matmul() -> Group:
+    a, b = rand(24, 16), rand(24, 40)
+    ta, tb = te.placeholder(a.shape, name="A"), te.placeholder(b.shape, name="B")
+    at = te.compute((16, 24), lambda i, j: ta[j, i], name="transpose", tag="injective")
+    (y,) = compute("matmul", [at, tb], None, [TensorType((16, 40))])
+    return Group("matmul(transpose(a),b)", [ta, tb], [y], [a, b], [a.T @ b])
+
+
+CONV_CASES = {
+    "1x1": ((1, 16, 7, 9), (32, 16, 1, 1), {}, False),
+    "3x3-pad": ((2, 8, 9, 11), (16, 8, 3, 3), {"pad": (1, 1, 1, 1)}, False),
+    "stride2": ((1, 8, 13, 13), (16, 8, 3, 3), {"stride": (2, 2), "pad": (1, 1, 1, 1)}, False),
+    "groups": ((1, 8, 10, 10), (8, 4, 3, 3), {"groups": 2, "pad": (1, 1, 1, 1)}, False),
+    "depthwise": ((1, 8, 10, 10), (8, 1, 3, 3), {"groups": 8, "pad": (1, 1, 1, 1)}, True),
+    "bias-relu": ((1, 16, 8, 8), (16, 16, 3, 3), {"pad": (1, 1, 1, 1), "act": "relu"}, True),
+    "dilated-asym-pad": ((1, 4, 11, 10), (8, 4, 3, 3), {"pad": (2, 1, 0, 1), "dilation": (2, 2)}, True),
+    "odd-sigmoid": ((1, 3, 7, 5), (5, 3, 2, 3), {"act": "sigmoid"}, True),
+}
+
+
+def conv_group(label: str) -> Group:
+    x_shape, w_shape, attrs, has_bias = CONV_CASES[label]
+    a = Conv2dAttrs(**attrs)
+    arrays = [rand(*x_shape), rand(*w_shape)] + ([rand(w_shape[0])] if has_bias else [])
+    ins = [te.placeholder(x.shape, name=f"in{k}") for k, x in enumerate(arrays)]
+    types = list(OPS["conv2d"].shape([TensorType.of(x) for x in arrays], a))
+    return Group(f"conv2d-{label}", ins, list(compute("conv2d", ins, a, types)), arrays,
+                 list(OPS["conv2d"].ref(arrays, a)))
+
+
+def conv_nchwc() -> Group:
+    """The blocked convolution on packed data (the packing itself is another group's job)."""
+    x, w, bias = rand(1, 16, 6, 7), rand(16, 16, 3, 3), rand(16)
+    a = Conv2dAttrs(pad=(1, 1, 1, 1), act="relu")
+    xp = x.reshape(1, 2, 8, 6, 7).transpose(0, 1, 3, 4, 2).copy()
+    wp = w.reshape(2, 8, 2, 8, 3, 3).transpose(0, 2, 4, 5, 3, 1).copy()
+    txp, twp, tb = (te.placeholder(v.shape, name=n) for v, n in ((xp, "xp"), (wp, "wp"), (bias, "b")))
+    y = conv_ops.conv2d_nchwc(txp, twp, tb, a, 16)
+    (want,) = OPS["conv2d"].ref([x, w, bias], a)
+    return Group("conv2d_nchwc", [txp, twp, tb], [y], [xp, wp, bias],
+                 [want.reshape(1, 2, 8, 6, 7).transpose(0, 1, 3, 4, 2).copy()])
+
+
+def pool_relu() -> Group:
+    x = rand(2, 3, 9, 20)
+    attrs = OPS["maxpool2d"].make_attrs(kernel=3, stride=1, pad=1)
+    (t,) = OPS["maxpool2d"].infer([TensorType(x.shape)], attrs)
+    tx = te.placeholder(x.shape, name="x")
+    (p,) = compute("maxpool2d", [tx], attrs, [t])
+    (r,) = compute("relu", [p], None, [t])
+    return Group("relu(maxpool)", [tx], [r], [x], [np.maximum(OPS["maxpool2d"].ref([x], attrs)[0], 0)])
+
+
+def dense_groups() -> list[Group]:
+    shapes = [((64, 48), (48, 80)), ((128, 96), (96, 80)), ((3, 16, 24), (3, 24, 32)), ((2, 1, 12, 8), (3, 8, 32)),
+              ((4, 16, 24), (24, 32)), ((1, 64), (64, 32)), ((24,), (3, 24, 16)), ((5, 24), (24,)), ((7, 5), (5, 3))]
+    return [*(matmul_group(a, b) for a, b in shapes), matmul_bias_relu(32, 48, 64), matmul_bias_relu(70, 33, 50),
+            transposed_matmul(), *(conv_group(k) for k in sorted(CONV_CASES)), conv_nchwc(), pool_relu()]
+
+
+GROUPS = [op_group(p.values[0]) for p in CASES] + dense_groups()
+IDS = [g.label for g in GROUPS]
+
+
+@pytest.fixture(scope="module")
+def funcs() -> list[PrimFunc]:
+    return [g.lower() for g in GROUPS]
+
+
+@pytest.fixture(scope="module")
+def emulated(funcs: list[PrimFunc]) -> CudaModule:
+    return build_emulated(funcs)
+
+
+# one group of each pattern and element type, compiled by nvcc in the default run (~5 s; all of them: ~30 s)
+REPRESENTATIVE = ("matmul(128,96)x(96,80)", "relu(matmul+bias)(70,33,50)", "matmul(5,24)x(24,)", "conv2d-bias-relu",
+                  "conv2d_nchwc", "relu(maxpool)", "softmax[(6,100)]{'axis':-1}", "layernorm[(5,96),(96,),(96,)]",
+                  "global_avgpool[(2,3,7,6)]", "maxpool2d[(2,3,7,6)]{'kernel':3,'stride':2,'pad':1}int8",
+                  "relu[(3,33)]float64", "split[(3,70)]{'axis':1,'sizes':(33,37)}", "const_one[]{'shape':()}int64")
+
+
+@needs_nvcc
+def test_representatives_compile_with_nvcc(funcs: list[PrimFunc]) -> None:
+    chosen = [f for f, g in zip(funcs, GROUPS) if g.label in REPRESENTATIVE]
+    assert len(chosen) == len(REPRESENTATIVE), sorted(set(REPRESENTATIVE) - {g.label for g in GROUPS})
+    _compile(chosen)
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_every_kernel_compiles_with_nvcc(funcs: list[PrimFunc]) -> None:
+    _compile(funcs)
+
+
+def _compile(funcs: list[PrimFunc]) -> None:
+    """One nvcc call (SASS for sm_90 and PTX for compute_80)."""
+    mod = build(funcs)
+    for f in funcs:
+        assert callable(mod[f.name].fn)
+    assert mod.source.count("__global__") >= len(funcs)
+
+
+@pytest.mark.parametrize("group", GROUPS, ids=IDS)
+def test_kernel_matches_numpy_in_the_cpu_emulation(emulated: CudaModule, group: Group) -> None:
+    group.check(emulated)
+
+
+@needs_gpu
+@needs_nvcc
+def test_every_kernel_matches_numpy_on_the_gpu(funcs: list[PrimFunc]) -> None:
+    mod = build(funcs)
+    for g in GROUPS:
+        g.check(mod)
+
+
+@pytest.mark.parametrize("knobs", [{"block_m": 32, "block_n": 16, "thread_m": 2, "thread_n": 1, "tile_k": 8},
+                                   {"block_m": 16, "block_n": 128, "thread_m": 1, "thread_n": 8, "tile_k": 32,
+                                    "threads": 64},
+                                   {"threads": 1024, "tile_oc": 8}, {"threads": 64, "tile_oc": 2}])
+def test_other_knob_values_compute_the_same(knobs: dict) -> None:
+    """What a tuner may pick: other tiles and block sizes, same results."""
+    groups = [matmul_group((70, 40), (40, 90)), matmul_bias_relu(33, 20, 65), conv_group("3x3-pad"),
+              conv_group("bias-relu"), op_group(Case("softmax", [(6, 100)], {"axis": -1}))]
+    mod = build_emulated([g.lower(Config(knobs)) for g in groups])
+    for g in groups:
+        g.check(mod)
+
+
+def test_tiled_matmul_source() -> None:
+    """Shared-memory tiles filled by all threads between barriers; a 4x4 register tile per thread."""
+    g = matmul_group((256, 128), (128, 192))
+    cfg = Config()
+    text = source(g.lower(cfg))
+    kernel = text[text.index("__global__"):text.index('extern "C" int')]
+    assert {"block_m", "block_n", "thread_m", "thread_n", "tile_k"} <= set(cfg.space)
+    assert kernel.count("__global__") == 1 and "__launch_bounds__(256)" in kernel
+    assert "__shared__ float A_shared[1024];" in kernel and "__shared__ float B_shared[1024];" in kernel
+    assert kernel.count("__syncthreads();") == 2
+    assert "float matmul_local[16];" in kernel  # the block's 64x64 accumulator, privatized per thread
+    for index in ("blockIdx.x", "blockIdx.y", "threadIdx.x", "threadIdx.y"):
+        assert index in kernel
+    assert "TASO_LAUNCH(" + g.name + "_k0, dim3(3, 4, 1), dim3(16, 16, 1)" in text
+    # the fill comes before the first barrier, the multiply-add between the barriers
+    first, second = (i for i in range(len(kernel)) if kernel.startswith("__syncthreads", i))
+    assert "A_shared[" in kernel[:first] and "= A[" in kernel[:first]
+    assert "matmul_local[" in kernel[first:second] and "+ (A_shared[" in kernel[first:second]
+
+
+def test_multi_stage_operator_is_several_launches_with_device_temporaries() -> None:
+    g = op_group(Case("softmax", [(6, 100)], {"axis": -1}))
+    text = source(g.lower())
+    host = text[text.index(f'extern "C" int {g.name}('):]
+    launches = [ln for ln in host.splitlines() if "TASO_LAUNCH" in ln]
+    assert len(launches) == 6 and [ln.split("(")[1].split(",")[0] for ln in launches] == \
+        [f"{g.name}_k{k}" for k in range(6)]
+    assert host.count("cudaMalloc") == 2 + 5  # the input, the output, five intermediate stages
+    assert host.count("cudaMemcpyHostToDevice") == 1 and host.count("cudaMemcpyDeviceToHost") == 1
+
+
+# ---- errors -----------------------------------------------------------------------------------
+
+def test_missing_nvcc_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
+    monkeypatch.delenv("NVCC", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("TASO_CACHE", str(tmp_path))  # nothing cached: a compiler is needed
+    with pytest.raises(CodegenError, match="no CUDA compiler: 'nvcc' is not on PATH"):
+        build(matmul_group((8, 8), (8, 8)).lower())
+
+
+def test_thread_bound_schedule_is_refused_by_the_c_backend() -> None:
+    x = te.placeholder((1024,), name="x")
+    y = te.compute((1024,), lambda i: x[i] * 2.0, name="y")
+    s = create_schedule(y)
+    bx, tx = s[y].split(s[y].axes[0], 256)
+    s[y].bind(bx, "blockIdx.x")
+    s[y].bind(tx, "threadIdx.x")
+    with pytest.raises(CodegenError, match=r"bound to blockIdx\.x: use the cuda target"):
+        build_c(lower(s, [x, y], "bound"))
+
+
+@needs_nvcc
+@pytest.mark.skipif(device_count() > 0, reason="a CUDA device is present")
+def test_missing_gpu_at_run_time_is_a_clear_error() -> None:
+    g = matmul_group((8, 8), (8, 8))
+    mod = build(g.lower())
+    with pytest.raises(CodegenError, match=r"cuda kernel 'g_[0-9a-f]+' failed: no CUDA device is available"):
+        g.check(mod)
+
+
+def test_too_many_threads_per_block_is_refused() -> None:
+    x = te.placeholder((4096,), name="x")
+    y = te.compute((4096,), lambda i: x[i] * 2.0, name="y")
+    s = create_schedule(y)
+    bx, tx = s[y].split(s[y].axes[0], 2048)
+    s[y].bind(bx, "blockIdx.x")
+    s[y].bind(tx, "threadIdx.x")
+    with pytest.raises(CodegenError, match="binds 2048 threads per block"):
+        source(lower(s, [x, y], "big"))
+
+
+def test_cuda_schedules_exist_for_every_cpu_pattern() -> None:
+    from codegen.topi.registry import SCHEDULE
+    cpu = {tag for target, tag in SCHEDULE if target == "cpu"}
+    cuda = {tag for target, tag in SCHEDULE if target == "cuda"}
+    assert cpu <= cuda, cpu - cuda
+
