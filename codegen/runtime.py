@@ -6,10 +6,11 @@ Nothing here reads ONNX: the directory describes itself (see codegen.graph.compi
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,9 +69,13 @@ class CompiledModel:
             self.lib = ctypes.CDLL(str((self.directory / self.manifest["library"]).resolve()))
         except OSError as e:
             raise CodegenError(f"cannot load {self.manifest['library']} from {directory}: {e}") from None
-        self.entry = getattr(self.lib, self.manifest["entry"])
-        self.entry.restype = None
-        self.entry.argtypes = [ctypes.POINTER(ctypes.c_void_p)] * 2 + [ctypes.c_void_p] * 2
+        self.buffers = {b["key"]: b for b in self.manifest["buffers"]}
+        self.stats: list[Any] = []  # the accelerator's cycle counts of the last run, per offloaded layer
+        self.entry = None
+        if self.manifest.get("entry"):
+            self.entry = getattr(self.lib, self.manifest["entry"])
+            self.entry.restype = None
+            self.entry.argtypes = [ctypes.POINTER(ctypes.c_void_p)] * 2 + [ctypes.c_void_p] * 2
 
     def _inputs(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         arrays = []
@@ -87,34 +92,74 @@ class CompiledModel:
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         arrays = self._inputs(feeds)
         outs = {s.name: np.empty(s.shape, s.dtype) for s in self.outputs}
-        in_ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
-        out_ptrs = (ctypes.c_void_p * max(len(outs), 1))(*[o.ctypes.data for o in outs.values()])
-        self.entry(in_ptrs, out_ptrs, self.weights.ctypes.data, self.arena.ctypes.data)
+        if self.entry is not None:  # the whole model is one C call
+            in_ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
+            out_ptrs = (ctypes.c_void_p * max(len(outs), 1))(*[o.ctypes.data for o in outs.values()])
+            self.entry(in_ptrs, out_ptrs, self.weights.ctypes.data, self.arena.ctypes.data)
+            return outs
+        self.stats = []
+        for _, call in self._calls(arrays, list(outs.values())):
+            call()
+        for i, key in self.manifest.get("copies", {}).items():
+            list(outs.values())[int(i)][...] = self._view(key, arrays, list(outs.values()))
         return outs
 
+    def _view(self, key: str, arrays: list[np.ndarray], outs: list[np.ndarray]) -> np.ndarray:
+        """The array a buffer key names during a run: an input, an output, or a slice of the weights or arena."""
+        b = self.buffers[key]
+        if b["kind"] == "input":
+            return arrays[b["index"]]
+        if b["kind"] == "output":
+            return outs[b["index"]]
+        base = self.weights if b["kind"] == "weight" else self.arena
+        nbytes = int(np.prod(b["shape"], dtype=np.int64)) * np.dtype(b["dtype"]).itemsize
+        return base[b["offset"]:b["offset"] + nbytes].view(b["dtype"]).reshape(b["shape"])
+
+    def _calls(self, arrays: list[np.ndarray], outs: list[np.ndarray]) -> list[tuple[dict, Callable[[], None]]]:
+        """One callable per step of a run, in order: a kernel of model.so, or an accelerator layer."""
+        kernels = self.manifest["kernels"]
+        steps = self.manifest.get("steps") or [{"kind": "host", "kernel": k} for k in range(len(kernels))]
+        calls = []
+        for step in steps:
+            k = kernels[step["kernel"]]
+            if step["kind"] == "host":
+                fn = getattr(self.lib, k["name"])
+                fn.restype = None
+                ptrs = [ctypes.c_void_p(self._view(a, arrays, outs).ctypes.data) for a in k["args"]]
+                calls.append((k, functools.partial(fn, *ptrs)))
+            else:
+                calls.append((k, functools.partial(self._accel_layer, step, k, arrays, outs)))
+        return calls
+
+    def _accel_layer(self, step: dict, kernel: dict, arrays: list[np.ndarray], outs: list[np.ndarray]) -> None:
+        """Quantize the input, run the layer on the simulated accelerator, dequantize (see codegen.graph.accel)."""
+        from codegen.backends.accel.quant import LayerAttrs, quantize, run_layer
+        x = self._view(kernel["args"][0], arrays, outs)
+        s_x = step["input_scale"]
+        w = self._view(step["weights"], arrays, outs)
+        s_w = self._view(step["scales"], arrays, outs)
+        bias = self._view(step["bias"], arrays, outs) if "bias" in step else None
+        out = self._view(kernel["args"][-1], arrays, outs)
+        if step["op"] == "matmul":
+            acc, stats = run_layer("matmul", quantize(x.reshape(-1, x.shape[-1]), s_x), w, bias,
+                                   LayerAttrs())
+            out[...] = (acc * (s_x * s_w)).reshape(out.shape)
+        else:
+            acc, stats = run_layer("conv2d", quantize(x, s_x), w, bias,
+                                   LayerAttrs(stride=step["stride"], pad=step["pad"], relu=step["relu"]))
+            out[...] = acc * (s_x * s_w).reshape(1, -1, 1, 1)
+        self.stats.append(stats)
+
     def profile(self, feeds: Mapping[str, np.ndarray], repeat: int = 5) -> list[KernelTime]:
-        """Each kernel call of one run timed on its own (median of `repeat`), in run order."""
+        """Each step of one run timed on its own (median of `repeat`), in run order."""
         arrays = self._inputs(feeds)
         outs = [np.empty(s.shape, s.dtype) for s in self.outputs]
-        buffers = {b["key"]: b for b in self.manifest["buffers"]}
-        index = {"input": arrays, "output": outs}
-
-        def address(key: str) -> int:
-            b = buffers[key]
-            if b["kind"] in index:
-                return index[b["kind"]][b["index"]].ctypes.data
-            base = self.weights if b["kind"] == "weight" else self.arena
-            return base.ctypes.data + b["offset"]
-
         times = []
-        for k in self.manifest["kernels"]:
-            fn = getattr(self.lib, k["name"])
-            fn.restype = None
-            ptrs = [ctypes.c_void_p(address(a)) for a in k["args"]]
+        for k, call in self._calls(arrays, outs):
             samples = []
             for _ in range(repeat):
                 t = time.perf_counter()
-                fn(*ptrs)
+                call()
                 samples.append((time.perf_counter() - t) * 1e3)
             times.append(KernelTime(k["name"], k["group"], statistics.median(samples)))
         return times

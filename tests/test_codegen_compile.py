@@ -152,7 +152,7 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     done = CliRunner().invoke(main, ["run", str(tmp_path)])
     assert done.exit_code == 2 and "no manifest.json" in done.output
     model = _onnx_mlp(tmp_path / "mlp.onnx")
-    done = CliRunner().invoke(main, ["compile", str(model), "--target", "accel", "-o", str(tmp_path / "o")])
+    done = CliRunner().invoke(main, ["compile", str(model), "--target", "cuda", "-o", str(tmp_path / "o")])
     assert done.exit_code == 2 and "not built yet" in done.output
 
 

@@ -84,6 +84,7 @@ class CompileReport:
     unique_kernels: int = 0
     layout_transforms: int = 0
     blocked_groups: int = 0
+    accel_layers: int = 0  # layers on the simulated accelerator (--target accel)
     arena_bytes: int = 0
     unshared_bytes: int = 0
     weight_bytes: int = 0
@@ -113,15 +114,14 @@ def compile_graph(graph: Graph, out_dir: Path, target: str = "cpu", config_for: 
                   block: int = BLOCK) -> CompileReport:
     """Compile `graph` into `out_dir` (created, or replaced if it holds an earlier compile);
     `block` 0 keeps every tensor in NCHW (no layout transforms)."""
+    if target == "accel":
+        from codegen.graph.accel import compile_accel
+        return compile_accel(graph, out_dir, write_onnx, progress)
     if target != "cpu":
-        raise CodegenError(f"target {target!r} is not built yet (available: cpu)")
+        raise CodegenError(f"target {target!r} is not built yet (available: cpu, accel)")
     report = CompileReport()
     clock = time.perf_counter()
-    g = graph.copy()
-    fold_batchnorm(g)
-    fuse_activations(g)
-    fold_constants(g)
-    g.remove_unused()
+    g = prepare(graph)
     groups = partition(g)
     layouts = layout.choose(g, groups, block)
     report.groups, report.blocked_groups = len(groups), sum(1 for b in layouts if b)
@@ -134,6 +134,27 @@ def compile_graph(graph: Graph, out_dir: Path, target: str = "cpu", config_for: 
         if progress:
             progress(k + 1, len(groups))
     b.finish()
+    report.seconds["lower"] = time.perf_counter() - clock
+    publish_module(g, b, [lw.kernel for lw in b.steps], report, out_dir, write_onnx)
+    return report
+
+
+def prepare(graph: Graph) -> Graph:
+    """A copy with batch norms folded into convolutions, activations fused, weight-only subgraphs folded."""
+    g = graph.copy()
+    fold_batchnorm(g)
+    fuse_activations(g)
+    fold_constants(g)
+    g.remove_unused()
+    return g
+
+
+def publish_module(g: Graph, b: _Builder, order: list[Kernel], report: CompileReport, out_dir: Path,
+                   write_onnx: Callable[[Path], None] | None, steps: list[dict[str, Any]] | None = None) -> None:
+    """Emit the kernels (each distinct one once), pre-pack weights, plan the arena and write the
+    directory. `order` is every step of a run; with `steps` (steps the host does not run as one C
+    call, the accelerator's layers) the manifest lists them and the module has no run function."""
+    clock = time.perf_counter()
     emitter = CEmitter()
     bodies: dict[str, str] = {}  # C body without its name -> function name
     sources: list[str] = []
@@ -146,32 +167,35 @@ def compile_graph(graph: Graph, out_dir: Path, target: str = "cpu", config_for: 
             sources.append(text)
             loops.append(f"# {lw.kernel.group}\n{lw.func}\n")
         lw.kernel.name = bodies[key]
-    kernels = [lw.kernel for lw in b.steps]
-    report.kernels, report.unique_kernels = len(kernels), len(bodies)
-    report.layout_transforms = sum(1 for k in kernels if k.group.startswith("layout_"))
-    report.seconds["lower"] = time.perf_counter() - clock
+    report.kernels, report.unique_kernels = len(b.steps), len(bodies)
+    report.layout_transforms = sum(1 for k in order if k.group.startswith("layout_"))
+    report.seconds["emit"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
     for key, value in _prepack(b.steps, b.values).items():
         b.values[key] = value
         b.buffers[key] = Buffer(key, value.shape, value.dtype.name, "weight")
-    read = {key for k in kernels for key in k.reads} | set(b.copies.values())
+    read = {key for k in order for key in k.reads} | set(b.copies.values())
     for key in [k for k, buf in b.buffers.items() if buf.kind == "weight" and k not in read]:
         del b.buffers[key]
     report.seconds["prepack"] = time.perf_counter() - clock
-    plan = plan_memory(_lifetimes(kernels, b.buffers))
+    plan = plan_memory(_lifetimes(order, b.buffers))
     for key, offset in plan.offsets.items():
         b.buffers[key].offset = offset
     report.arena_bytes, report.unshared_bytes = plan.arena_bytes, plan.unshared_bytes
     weights = _weight_blob(b.values, b.buffers)
     report.weight_bytes = len(weights)
 
-    source = emitter.module_source(sources) + _run_function(kernels, b.buffers, b.copies)
+    source = emitter.module_source(sources)
+    manifest = _manifest(g, order, b.buffers, plan.arena_bytes, report)
+    if steps is None:
+        source += _run_function(order, b.buffers, b.copies)
+    else:
+        manifest.update(target="accel", entry=None, steps=steps,
+                        copies={str(i): key for i, key in b.copies.items()})
     clock = time.perf_counter()
-    _publish(out_dir, {"model.c": source, "kernels.ir": "\n".join(loops)}, weights,
-             _manifest(g, kernels, b.buffers, plan.arena_bytes, report), write_onnx)
+    _publish(out_dir, {"model.c": source, "kernels.ir": "\n".join(loops)}, weights, manifest, write_onnx)
     report.seconds["gcc"] = time.perf_counter() - clock
-    return report
 
 
 class _Builder:

@@ -59,7 +59,7 @@ def partition(graph: Graph) -> list[Group]:
         else:
             group_of[node.id] = target
             members[target].append(node)
-    groups = [_finish(graph, nodes, users, outputs) for nodes in members]
+    groups = [make_group(graph, nodes, users) for nodes in members]
     return sorted(groups, key=lambda g: min(position[n.id] for n in g.nodes))
 
 
@@ -93,7 +93,8 @@ def _fusable(node: Node, anchor: Node | None, group: list[Node]) -> bool:
     return False
 
 
-def _finish(graph: Graph, nodes: list[Node], users: dict[int, list[Node]], outputs: set[int]) -> Group:
+def make_group(graph: Graph, nodes: list[Node], users: dict[int, list[Node]]) -> Group:
+    """The group of `nodes`: what it reads from outside, and what is read outside or is a graph output."""
     inside = {n.id for n in nodes}
     group = Group(nodes)
     for n in nodes:

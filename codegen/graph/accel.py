@@ -1,0 +1,143 @@
+"""`--target accel`: convolutions and matmuls on the simulated GEMM accelerator, the rest on the host.
+
+Quantization (the scheme is `codegen.backends.accel.quant`'s): each offloaded layer's weights
+are int8 per output channel and its bias int32, quantized at compile time; its input is
+quantized to int8 per tensor at run time with a scale calibrated at compile time (max |x| / 127
+on seeded random inputs run through the float graph); the accelerator accumulates in int32,
+adds the bias and applies ReLU on its ALU; the host dequantizes the int32 result (scale
+s_x * s_w[c]) for the operators that follow. Every other operator (pooling, element-wise
+ops, softmax, ...) runs on the host as compiled C, in float. The error against float inference
+is the int8 rounding of each offloaded layer's input and weights (half a step of each scale),
+propagated through the model; `taso run --check` on such a directory compares with that
+tolerance (`ACCEL_RTOL`).
+
+What is offloaded: conv2d with groups 1, no dilation, equal strides and equal pads on all
+sides, no activation or ReLU, constant weights; matmul of an activation (any leading batch
+dims, flattened into rows) by a constant 2-D weight.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from codegen.graph import layout
+from codegen.graph.compiler import Buffer, CompileReport, Kernel, _Builder, prepare, publish_module
+from codegen.graph.partition import Group, make_group, partition
+from taso_py.graph.evaluate import evaluate
+from taso_py.graph.ir import Graph, Node
+from taso_py.runtime import random_feeds
+
+ACCEL_RTOL = 5e-2  # relative error (max|a-b| / max|a|) a quantized model is checked against
+
+
+def offloadable(g: Graph, node: Node) -> bool:
+    """Whether the accelerator runs `node` (see the module docstring)."""
+    if node.op.name == "conv2d":
+        a = node.attrs
+        x = g.type(node.inputs[0])
+        return (a.groups == 1 and a.dilation == (1, 1) and a.stride[0] == a.stride[1] and len(set(a.pad)) == 1
+                and a.act in ("none", "relu") and x.shape[0] == 1
+                and all(g.weight(r) is not None for r in node.inputs[1:]))
+    if node.op.name == "matmul":
+        w = node.inputs[1]
+        return g.weight(w) is not None and len(g.type(w).shape) == 2 and len(g.type(node.inputs[0]).shape) >= 2
+    return False
+
+
+def _split_groups(g: Graph, groups: list[Group]) -> list[tuple[str, Any]]:
+    """Steps in run order: ("accel", node) for an offloaded anchor, ("host", group) for the rest."""
+    users = g.users()
+    plan: list[tuple[str, Any]] = []
+    for group in groups:
+        anchor = group.anchor
+        if anchor is None or not offloadable(g, anchor):
+            plan.append(("host", group))
+            continue
+        before = group.nodes[:group.nodes.index(anchor)]
+        after = group.nodes[group.nodes.index(anchor) + 1:]
+        if before:
+            plan.append(("host", make_group(g, before, users)))
+        plan.append(("accel", anchor))
+        if after:
+            plan.append(("host", make_group(g, after, users)))
+    return plan
+
+
+def _calibrate(g: Graph, nodes: list[Node], seed: int) -> dict[int, float]:
+    """Per offloaded node: the int8 scale of its input, from the float graph on random inputs."""
+    probe = g.copy()
+    refs = [n.inputs[0] for n in nodes]
+    names = [f"calib_{k}" for k in range(len(refs))]
+    probe.set_outputs(refs, names)
+    values = evaluate(probe, random_feeds(g, seed))
+    return {n.id: float(np.max(np.abs(values[name]))) / 127 or 1.0 for n, name in zip(nodes, names)}
+
+
+def compile_accel(graph: Graph, out_dir: Path, write_onnx: Callable[[Path], None] | None = None,
+                  progress: Callable[[int, int], None] | None = None, seed: int = 0) -> CompileReport:
+    from codegen.backends.accel.quant import quantize_bias, quantize_weights
+    report = CompileReport()
+    clock = time.perf_counter()
+    g = prepare(graph)
+    plan = _split_groups(g, partition(g))
+    offloaded = [n for kind, n in plan if kind == "accel"]
+    scales = _calibrate(g, offloaded, seed) if offloaded else {}
+    report.groups, report.accel_layers = len(plan), len(offloaded)
+    report.seconds["passes"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    b = _Builder(g, None)
+    order: list[Kernel] = []
+    steps: list[dict[str, Any]] = []
+    for k, (kind, item) in enumerate(plan):
+        if kind == "host":
+            first = len(b.steps)
+            b.group(item, layout.PLAIN)
+            for lw in b.steps[first:]:  # a group, after any layout transform it needed
+                order.append(lw.kernel)
+                steps.append({"kind": "host", "kernel": len(order) - 1})
+        else:
+            node: Node = item
+            data = b.data(node.inputs[0], layout.PLAIN)
+            w = g.weight(node.inputs[1])
+            s_x = scales[node.id]
+            if node.op.name == "matmul":
+                w_q, s_w = quantize_weights(np.ascontiguousarray(w.T))  # per output column
+                w_q = np.ascontiguousarray(w_q.T)
+            else:
+                w_q, s_w = quantize_weights(w)
+            bias = g.weight(node.inputs[2]) if len(node.inputs) > 2 else None
+            prefix = f"accel{len(steps)}"
+            consts = {"weights": w_q, "scales": s_w.astype(np.float32)}
+            if bias is not None:
+                consts["bias"] = quantize_bias(bias, s_x, s_w)
+            keys = {}
+            for what, value in consts.items():
+                key = f"{prefix}.{what}"
+                b.values[key] = value
+                b.buffers[key] = Buffer(key, value.shape, value.dtype.name, "weight")
+                keys[what] = key
+            out = b.key(node.outputs[0], layout.PLAIN)
+            b.produced[node.outputs[0]] = layout.PLAIN
+            order.append(Kernel(prefix, f"accel_{node.op.name}", [data, *keys.values()], [out], ""))
+            a = node.attrs
+            steps.append({"kind": "accel", "op": node.op.name, "kernel": len(order) - 1, "input_scale": s_x,
+                          "relu": node.op.name == "conv2d" and a.act == "relu",
+                          "stride": a.stride[0] if node.op.name == "conv2d" else 1,
+                          "pad": a.pad[0] if node.op.name == "conv2d" else 0,
+                          "out_shape": list(g.type(node.outputs[0]).shape), **keys})
+        if progress:
+            progress(k + 1, len(plan))
+    first = len(b.steps)
+    b.finish()
+    for lw in b.steps[first:]:  # graph outputs back to NCHW (none while every tensor is NCHW)
+        order.append(lw.kernel)
+        steps.append({"kind": "host", "kernel": len(order) - 1})
+    report.seconds["lower"] = time.perf_counter() - clock
+    publish_module(g, b, order, report, out_dir, write_onnx, steps)
+    return report
