@@ -271,3 +271,17 @@ def test_the_runner_kills_a_kernel_past_its_time_limit() -> None:
 def test_early_stopping_ends_tuning_when_nothing_improves(tmp_path: Path) -> None:
     res = tune(elementwise_template, None, 4, tmp_path / "r.jsonl", batch_size=1, early_stopping=1, progress=False)
     assert res.measured == 2 and res.failures == 1  # the default, then one failure: no improvement in a row
+
+
+def test_candidates_with_an_already_measured_kernel_are_skipped(tmp_path: Path) -> None:
+    def inert_knob(cfg: Config) -> tuple[Schedule, list[te.Tensor]]:
+        a = te.placeholder((8, 32), name="A")
+        b = te.compute((8, 32), lambda i, j: a[i, j] * 3.0, name="B")
+        s = create_schedule(b)
+        cfg.knob("inert", (0, 1, 2, 3), default=0)  # changes nothing in the kernel
+        s[b].split(s[b].axes[1], factor=cfg.knob("tile", (4, 8), default=4))
+        return s, [a, b]
+
+    res = tune(inert_knob, None, 10, tmp_path / "r.jsonl", batch_size=4, progress=False)
+    assert res.space_size == 8 and res.measured == 2  # two distinct kernels, each measured once
+    assert sorted(r.config["tile"] for r in read(tmp_path / "r.jsonl")) == [4, 8]

@@ -12,6 +12,7 @@ schedule is recorded as a failure and never proposed again.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import random
@@ -88,10 +89,12 @@ class _Search:
         self.failed: dict[Point, str] = {}
         self.reference: list[np.ndarray] | None = None
         self.arrays: list[np.ndarray] | None = None
+        self.kernels: dict[Point, str] = {}  # a hash of each lowered candidate's kernel
+        self.duplicates: set[Point] = set()
         self.runner = Runner()
 
     def visited(self, p: Point) -> bool:
-        return p in self.seconds or p in self.failed or p in self.invalid
+        return p in self.seconds or p in self.failed or p in self.invalid or p in self.duplicates
 
     # ---- candidates ----------------------------------------------------------------------------
 
@@ -106,6 +109,7 @@ class _Search:
             self.invalid[p] = str(e)
             return str(e)
         self.features[p] = extract(f, cfg.values, self.space.knobs)
+        self.kernels[p] = hashlib.sha1(str(f).encode()).hexdigest()
         return f, sch, args
 
     def feature(self, p: Point) -> np.ndarray | None:
@@ -114,29 +118,39 @@ class _Search:
         return self.features.get(p)
 
     def propose(self, n: int, explore: float) -> list[Point]:
-        """`n` unvisited points: the model's best found by simulated annealing, a fraction at random."""
-        budget = self.space.size - len(self.seconds) - len(self.failed) - len(self.invalid)
-        n = min(n, budget)
+        """`n` unvisited points: the model's best found by simulated annealing, a fraction at random.
+
+        A point whose schedule is illegal, or whose kernel is one already measured or picked
+        (a knob the other knobs make inert), is passed over: it would only cost a trial.
+        """
         picked: list[Point] = []
+        taken = {self.kernels[p] for p in (*self.seconds, *self.failed) if p in self.kernels}
+
+        def pick(p: Point) -> None:
+            if self.visited(p) or p in picked or self.feature(p) is None:
+                return
+            if self.kernels[p] in taken:
+                self.duplicates.add(p)
+                return
+            taken.add(self.kernels[p])
+            picked.append(p)
+
         if self.model.trained:
             n_model = n - round(n * explore)
             scored = self.anneal(max(2 * n, 16), steps=12)
             for p, _ in sorted(scored.items(), key=lambda t: t[1]):
                 if len(picked) == n_model:
                     break
-                picked.append(p)
-        tries = 0
-        while len(picked) < n and tries < 100 * n + 1000:
-            tries += 1
-            p = self.space.random(self.rng)
-            if not self.visited(p) and p not in picked:
-                picked.append(p)
+                pick(p)
+        for _ in range(20 * n + 100):
+            if len(picked) == n:
+                break
+            pick(self.space.random(self.rng))
         if len(picked) < n:  # a small space nearly done: take what is left in order
             for p in _all_points(self.space):
                 if len(picked) == n:
                     break
-                if not self.visited(p) and p not in picked:
-                    picked.append(p)
+                pick(p)
         return picked
 
     def anneal(self, chains: int, steps: int) -> dict[Point, float]:
