@@ -36,7 +36,7 @@ demo: install
 	$(TASO) rules list --op matmul
 	$(TASO) rules show r87638e17
 	$(TASO) optimize $(EXAMPLE) -o out/inception_v3_small.taso.onnx
-	$(TASO) compile out/inception_v3_small.taso.onnx --target cpu -o out/inception_v3_small.cpu
+	$(TASO) compile out/inception_v3_small.taso.onnx --target cpu --no-optimize -o out/inception_v3_small.cpu
 	$(TASO) run out/inception_v3_small.cpu --check --repeat 20
 
 test: dev
