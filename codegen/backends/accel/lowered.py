@@ -1,0 +1,245 @@
+"""From a lowered schedule to an instruction stream: the generic path of the accel target.
+
+A schedule for the accelerator computes its output through `cache_write(C, "accel.acc")`,
+reads its operands through `cache_read(A, "accel.inp", ...)` / `cache_read(B, "accel.wgt",
+...)` computed at a reduction loop, and tensorizes the accumulator stage's inner tile with
+`AccelGemmIntrin`. `codegen.lower` turns that into loops around: allocations in the
+`accel.*` scopes, copy nests from DRAM into them, a zeroing nest, a nest of `accel.gemm`
+calls and the copy nest back to DRAM. `program_from_lowered` walks those loops with concrete
+values and maps each piece onto the hardware:
+- a copy nest into `accel.inp`/`accel.wgt` -> 2-D DMA LOADs (the element copies grouped
+  into whole tiles, the tiles into rows of equal length and stride);
+- the zeroing nest -> the `reset` of the tile's first GEMM; a gemm nest -> one GEMM whose
+  micro-op kernel is the calls' tile offsets (`intrin.kernel_from_lowered`);
+- the copy nest out of `accel.acc` -> STOREs (int32).
+Every `accel.acc` allocation is one output tile. With `virtual_threads=2` the tiles are dealt
+alternately to two threads, each with its own half of every buffer, and the two tiles' steps
+(loads + GEMM per reduction block) interleave in one stream; `pipeline.link` adds the tokens.
+The layouts must make operands whole tiles (packed inputs (.., batch, block_in), weights
+(.., block_out, block_in), outputs (.., batch, block_out)) and the tiles must divide the loops
+(no guards). Epilogues (bias, requantize) are on the direct path (`codegen.conv2d_program`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from codegen import te
+from codegen.backends.accel.config import AccelConfig
+from codegen.backends.accel.intrin import AccelGemmIntrin, evaluate, kernel_from_lowered
+from codegen.backends.accel.isa import Finish, Gemm, Insn, Load, Store, UopKernel
+from codegen.backends.accel.pipeline import Step, link
+from codegen.backends.accel.simulator import Simulator, Stats
+from codegen.errors import CodegenError
+from codegen.lower.ir import Allocate, Buffer, For, Intrinsic, PrimFunc, Seq, Stmt, walk_stmts
+from codegen.lower.ir import Store as IrStore
+from codegen.schedule import Schedule, create_schedule
+from codegen.te.expr import Const, Var
+from codegen.te.expr import Load as IrLoad
+
+SCOPES = {"accel.inp": "inp", "accel.wgt": "wgt", "accel.acc": "acc"}
+
+
+@dataclass
+class _Tile:
+    thread: int
+    steps: list[Step] = field(default_factory=list)
+    reset: np.ndarray | None = None  # accumulator tiles zeroed before the first GEMM
+    loads: list[Load] = field(default_factory=list)  # pending, for the next GEMM
+
+
+class _Walker:
+    def __init__(self, func: PrimFunc, cfg: AccelConfig, threads: int) -> None:
+        self.cfg, self.threads = cfg, threads
+        self.params = {b.name: b for b in func.params}
+        self.base: dict[str, int] = {}  # on-chip buffer name -> tile offset
+        self.top = {(t, s): t * cfg.capacity(s) // threads for t in range(threads) for s in ("inp", "wgt", "acc")}
+        self.tiles: list[_Tile] = []
+        self.tile: _Tile | None = None
+
+    def elems(self, scope: str) -> int:
+        return {"inp": self.cfg.inp_tile_elems, "wgt": self.cfg.wgt_tile_elems, "acc": self.cfg.acc_tile_elems}[scope]
+
+    def run(self, s: Stmt, env: dict[Var, int]) -> None:
+        if isinstance(s, Seq):
+            for x in s.stmts:
+                self.run(x, env)
+        elif isinstance(s, Allocate):
+            self.allocate(s, env)
+        elif isinstance(s, For) and _only(s, (For, Intrinsic)):
+            self.gemm(s, env)
+        elif isinstance(s, For | IrStore) and _only(s, (For, IrStore)):
+            self.copy(s, env)
+        elif isinstance(s, For):
+            for v in range(s.extent):
+                self.run(s.body, {**env, s.var: v})
+        elif isinstance(s, Intrinsic):
+            self.gemm(s, env)
+        else:
+            raise CodegenError(f"accel: cannot map lowered statement {type(s).__name__} onto the accelerator")
+
+    def allocate(self, s: Allocate, env: dict[Var, int]) -> None:
+        scope = SCOPES.get(s.buffer.scope)
+        if scope is None:
+            raise CodegenError(f"accel: buffer {s.buffer.name!r} is in scope {s.buffer.scope!r}; on the accelerator "
+                               f"every intermediate lives in {', '.join(SCOPES)}")
+        if scope == "acc":
+            self.tile = _Tile(len(self.tiles) % self.threads)
+            self.tiles.append(self.tile)
+        assert self.tile is not None, "the accumulator tile is allocated outside its operands"
+        key = (self.tile.thread, scope)
+        n = -(-s.buffer.size // self.elems(scope))
+        limit = (self.tile.thread + 1) * self.cfg.capacity(scope) // self.threads
+        if self.top[key] + n > limit:
+            raise CodegenError(f"accel: {s.buffer.name!r} needs {n} {scope} tiles, {limit - self.top[key]} are free "
+                               f"in this thread's part of the buffer")
+        self.base[s.buffer.name] = self.top[key]
+        self.top[key] += n
+        self.run(s.body, env)
+        self.top[key] -= n
+
+    def copy(self, s: Stmt, env: dict[Var, int]) -> None:
+        loops, store = _nest(s)
+        assert isinstance(store, IrStore)
+        dst_scope = SCOPES.get(store.buffer.scope)
+        assert self.tile is not None
+        if dst_scope == "acc" and isinstance(store.value, Const) and store.value.value == 0:
+            self.tile.reset = evaluate(store.index, loops, env) // self.cfg.acc_tile_elems
+            return
+        if not isinstance(store.value, IrLoad):
+            raise CodegenError(f"accel: the copy into {store.buffer.name!r} computes; only copies map onto DMA")
+        src_buf = store.value.buffer
+        dst, src = evaluate(store.index, loops, env), evaluate(store.value.index, loops, env)
+        if dst_scope in ("inp", "wgt") and src_buf.name in self.params:
+            e = self.elems(dst_scope)
+            for sram, dram, y, x, stride in _rows(dst, src, e, store.buffer.name):
+                self.tile.loads.append(Load(buffer=dst_scope, dram=src_buf.name, dram_offset=dram, y_size=y,
+                                            x_size=x, x_stride=stride, sram_offset=self.base[store.buffer.name] + sram))
+        elif SCOPES.get(src_buf.scope) == "acc" and store.buffer.name in self.params:
+            if store.buffer.dtype != "int32":
+                raise CodegenError(f"accel: {store.buffer.name!r} is {store.buffer.dtype}; this path stores int32")
+            stores = [Store(dram=store.buffer.name, dram_offset=dram, y_size=y, x_size=x, x_stride=stride,
+                            sram_offset=self.base[src_buf.name] + sram, dtype="int32")
+                      for sram, dram, y, x, stride in _rows(src, dst, self.cfg.acc_tile_elems, src_buf.name)]
+            if not self.tile.steps:
+                raise CodegenError("accel: an output tile is stored before any GEMM computed it")
+            self.tile.steps[-1].stores += stores
+        else:
+            raise CodegenError(f"accel: copy {src_buf.name!r} ({src_buf.scope}) -> {store.buffer.name!r} "
+                               f"({store.buffer.scope}) is not a DMA transfer")
+
+    def gemm(self, s: Stmt, env: dict[Var, int]) -> None:
+        tile = self.tile
+        calls = [x for x in walk_stmts(s) if isinstance(x, Intrinsic)]
+        if tile is None or any(SCOPES.get(r.buffer.scope) != k for x in calls for r, k in
+                               zip(x.regions, ("acc", "inp", "wgt"))):
+            raise CodegenError("accel: accel.gemm must read accel.inp / accel.wgt and write accel.acc buffers "
+                               "(cache_read / cache_write them)")
+        k = kernel_from_lowered(self.cfg, s, env)
+        bases = [self.base[r.buffer.name] for r in calls[0].regions]
+        first = not tile.steps
+        reset = tile.reset if first and tile.reset is not None else k.reset_tiles  # relative to the buffer
+        kernel = UopKernel(k.acc, k.inp, k.wgt, reset)
+        g = Gemm(kernel=kernel, acc_base=bases[0], inp_base=bases[1], wgt_base=bases[2], reset=first)
+        tile.steps.append(Step(tile.thread, tile.loads, [g], first=first))
+        tile.loads = []
+
+
+def program_from_lowered(func: PrimFunc, cfg: AccelConfig | None = None, virtual_threads: int = 2) -> list[Insn]:
+    """The instruction stream of a lowered accelerator schedule (see the module docstring)."""
+    cfg = cfg or AccelConfig()
+    if virtual_threads not in (1, 2):
+        raise CodegenError(f"accel: 1 or 2 virtual threads, not {virtual_threads}")
+    w = _Walker(func, cfg, virtual_threads)
+    w.run(func.body, {})
+    steps: list[Step] = []
+    for k in range(0, len(w.tiles), virtual_threads):
+        group = [t.steps for t in w.tiles[k:k + virtual_threads]]
+        for j in range(max(len(g) for g in group)):
+            steps += [g[j] for g in group if j < len(g)]
+    return [*link(steps), Finish()]
+
+
+def run_lowered(func: PrimFunc, arrays: Sequence[np.ndarray], cfg: AccelConfig | None = None,
+                virtual_threads: int = 2, **kw: object) -> Stats:
+    """Run `func` on the simulator with its parameters bound to `arrays` (outputs written back)."""
+    cfg = cfg or AccelConfig()
+    prog = program_from_lowered(func, cfg, virtual_threads)
+    dram = {}
+    for buf, a in zip(func.params, arrays):
+        if a.shape != buf.shape or a.dtype != buf.dtype:
+            raise CodegenError(f"accel: {buf.name} needs {buf.dtype}{list(buf.shape)}, got {a.dtype}{list(a.shape)}")
+        dram[buf.name] = a.reshape(-1, _tile_elems(cfg, buf))
+    return Simulator(cfg).run(prog, dram, **kw)  # type: ignore[arg-type]
+
+
+def _tile_elems(cfg: AccelConfig, buf: Buffer) -> int:
+    return cfg.wgt_tile_elems if buf.shape[-2:] == (cfg.block_out, cfg.block_in) else buf.shape[-1] * buf.shape[-2]
+
+
+def _only(s: Stmt, kinds: tuple[type, ...]) -> bool:
+    return all(isinstance(x, kinds) for x in walk_stmts(s))
+
+
+def _nest(s: Stmt) -> tuple[list[tuple[Var, int]], Stmt]:
+    loops = []
+    while isinstance(s, For):
+        loops.append((s.var, s.extent))
+        s = s.body
+    return loops, s
+
+
+def _rows(onchip: np.ndarray, dram: np.ndarray, e: int, name: str) -> list[tuple[int, int, int, int, int]]:
+    """Element copies onchip[i] <-> dram[i] as 2-D tile transfers (sram tile, dram tile, y, x, stride)."""
+    order = np.argsort(onchip, kind="stable")
+    on, dr = onchip[order], dram[order]
+    if len(on) % e or on[0] % e or np.any(np.diff(on) != 1):
+        raise CodegenError(f"accel: the copy of {name!r} does not fill whole, dense tiles")
+    on_t, dr_t = on.reshape(-1, e), dr.reshape(-1, e)
+    if np.any(dr_t[:, 0] % e) or np.any(dr_t - dr_t[:, :1] != np.arange(e)):
+        raise CodegenError(f"accel: the copy of {name!r} does not move whole DRAM tiles")
+    tiles, sram0 = dr_t[:, 0] // e, int(on_t[0, 0]) // e
+    breaks = np.flatnonzero(np.diff(tiles) != 1) + 1
+    runs = np.split(np.arange(len(tiles)), breaks)
+    x = len(runs[0])
+    starts = tiles[[r[0] for r in runs]]
+    if all(len(r) == x for r in runs) and (len(runs) < 3 or np.all(np.diff(starts) == starts[1] - starts[0])):
+        stride = int(starts[1] - starts[0]) if len(runs) > 1 else x
+        if stride >= x:
+            return [(sram0, int(starts[0]), len(runs), x, stride)]
+    return [(sram0 + int(r[0]), int(tiles[r[0]]), 1, len(r), len(r)) for r in runs]
+
+
+def matmul_schedule(m: int, k: int, n: int, tm: int, tn: int, tk: int,
+                    cfg: AccelConfig | None = None) -> tuple[Schedule, list[te.Tensor]]:
+    """A packed int8 matmul scheduled for the accelerator: C[no, m, 0, j] = sum A[ko, m, 0, i] *
+    B[no, ko, j, i] (A: (k/block_in, m, 1, block_in), B: (n/block_out, k/block_in, block_out,
+    block_in), C int32 (n/block_out, m, 1, block_out)); output tiles of `tm` rows x `tn` channel
+    blocks, `tk` input-channel blocks loaded per step. Returns the schedule and [A, B, C]."""
+    cfg = cfg or AccelConfig()
+    if cfg.batch != 1 or k % cfg.block_in or n % cfg.block_out:
+        raise CodegenError(f"accel: matmul_schedule needs batch 1 and k, n multiples of {cfg.block_in}, "
+                           f"{cfg.block_out}")
+    ko, no, bi, bo = k // cfg.block_in, n // cfg.block_out, cfg.block_in, cfg.block_out
+    a = te.placeholder((ko, m, 1, bi), "int8", "A")
+    b = te.placeholder((no, ko, bo, bi), "int8", "B")
+    rko, rki = te.reduce_axis(ko, "ko"), te.reduce_axis(bi, "ki")
+    c = te.compute((no, m, 1, bo), lambda n_, m_, b_, j: te.sum(
+        te.cast("int32", a[rko, m_, b_, rki]) * te.cast("int32", b[n_, rko, j, rki]), axis=[rko, rki]), name="C")
+    s = create_schedule(c)
+    cl = s.cache_write(c, "accel.acc")
+    al = s.cache_read(a, "accel.inp", [cl])
+    bl = s.cache_read(b, "accel.wgt", [cl])
+    axes = s[c].axes
+    _no, mo, _ni, _mi = s[c].tile(axes[0], axes[1], tn, tm)
+    s[cl].compute_at(s[c], mo)
+    cn, cm, cb, cj = s[cl].axes
+    k_outer, k_inner = s[cl].split(s[cl].reduce_axes[0], tk)
+    s[cl].reorder(k_outer, cn, cm, k_inner, cb, cj, s[cl].reduce_axes[1])
+    s[al].compute_at(s[cl], k_outer)
+    s[bl].compute_at(s[cl], k_outer)
+    s[cl].tensorize(cb, AccelGemmIntrin.for_config(cfg))
+    return s, [a, b, c]
