@@ -784,3 +784,28 @@ def test_random_schedules_of_a_cached_matmul_keep_results(outer: list[tuple], in
     f = lower_or_reject(s, [a, b, c], "prop_mm")
     x, y = rand(6, 7), rand(7, 10)
     np.testing.assert_allclose(run(f, x, y, out_shapes=[(6, 10)])[0], x @ y, rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(out_steps=transformations(), sum_steps=transformations(), max_steps=transformations(), at=st.integers(0, 7))
+def test_random_schedules_of_a_softmax_keep_results(out_steps: list[tuple], sum_steps: list[tuple],
+                                                    max_steps: list[tuple], at: int) -> None:
+    """Rows of a softmax: a max and a sum reduction, the exponential inlined into both readers,
+    the sum computed at a random loop of the output."""
+    x = te.placeholder((4, 12), name="X")
+    r1, r2 = te.reduce_axis(12, "r1"), te.reduce_axis(12, "r2")
+    m = te.compute((4,), lambda i: te.max_reduce(x[i, r1], axis=r1), name="M")
+    e = te.compute((4, 12), lambda i, j: te.exp(x[i, j] - m[i]), name="E")
+    total = te.compute((4,), lambda i: te.sum(e[i, r2], axis=r2), name="S")
+    y = te.compute((4, 12), lambda i, j: e[i, j] / total[i], name="Y")
+    s = create_schedule(y)
+    s[e].compute_inline()
+    apply(s[y], out_steps)
+    apply(s[total], sum_steps)
+    apply(s[m], max_steps)
+    s[total].compute_at(s[y], s[y].leaf[at % len(s[y].leaf)])
+    f = lower_or_reject(s, [x, y], "prop_softmax")
+    v = rand(4, 12)
+    ref = np.exp(v - v.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(run(f, v, out_shapes=[(4, 12)])[0], ref / ref.sum(axis=1, keepdims=True),
+                               rtol=1e-5, atol=1e-6)
