@@ -11,8 +11,12 @@ Scheme (integer-only inference, symmetric, no zero points):
   lo, 127) with m[c] = round(s_x * s_w[c] / s_y * 2^shift) and lo = 0 after a ReLU else -128
   (`requant_params`: the largest shift <= 24 whose multipliers fit in 16 bits; computed in 64
   bits by the ALU's `requant`, so it never overflows). With power-of-two scales m[c] = 1.
-The error against float inference is that of rounding each tensor to its int8 grid (half a
-step of each scale) propagated through the layer; `dequantize` maps results back.
+The error of one layer against float inference (`error_bound`, per output element, for an
+output scale that does not clip): with K products per output,
+  s_x/2 sum|w| + s_w[c]/2 sum|x| + K s_x s_w[c]/4   (rounding x and w to their grids)
+  + s_x s_w[c]/2                                  (rounding the bias)
+  + s_y (|acc| 2^-(shift+1) + 1/2)                (the multiplier's and the output's rounding);
+ReLU does not increase it. `dequantize` maps results back.
 
 API: `run_layer(kind, x, w, bias, attrs, config, latency_hiding)` runs one "conv2d" (x: int8
 (1, C, H, W), w: int8 (OC, C, KH, KW)) or "matmul" (x: int8 (M, K), w: int8 (K, N)) layer on
@@ -82,6 +86,26 @@ def requant_params(s_x: float, s_w: np.ndarray, s_y: float) -> tuple[int, tuple[
     while shift > 1 and np.max(np.round(ratio * 2.0 ** shift)) >= 1 << 15:
         shift -= 1
     return shift, tuple(int(m) for m in np.round(ratio * 2.0 ** shift))
+
+
+def error_bound(kind: str, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, attrs: LayerAttrs, s_x: float,
+                s_w: np.ndarray, s_y: float) -> np.ndarray:
+    """The bound above for float `x`, `w`, `b` (layouts as `run_layer`'s), shaped like the output."""
+    s_w = np.asarray(s_w, np.float64)
+    bias = np.zeros(len(s_w)) if b is None else np.abs(b)
+    if kind == "matmul":
+        k, shape = w.shape[0], (x.shape[0], w.shape[1])
+        sum_w, sum_x = np.abs(w).sum(0)[None, :], np.abs(x).sum(1)[:, None]
+        sw, bias = s_w[None, :], bias[None, :]
+    else:
+        cols, oh, ow = _im2col(np.abs(x[0]), w.shape[2], w.shape[3], attrs.stride, attrs.pad)
+        k, shape = cols.shape[0], (1, w.shape[0], oh, ow)
+        sum_w, sum_x = np.abs(w).reshape(w.shape[0], -1).sum(1)[:, None], cols.sum(0)[None, :]
+        sw, bias = s_w[:, None], bias[:, None]
+    acc = 127 * 127 * k + bias / (s_x * sw) + 1  # |acc| in integer units
+    shift = 31 if attrs.shift is None else attrs.shift
+    bound = s_x / 2 * sum_w + sw / 2 * sum_x + k * s_x * sw / 4 + s_x * sw / 2 + s_y * (acc * 2.0 ** -(shift + 1) + 0.5)
+    return bound.reshape(shape)
 
 
 # ---- the reference ---------------------------------------------------------------------------
