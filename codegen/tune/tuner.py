@@ -260,7 +260,8 @@ def tune(template: Template, args_builder: ArgsBuilder | None = None, trials: in
     default = space.point(cfg0.chosen())
     assert default is not None
     measured = failures = 0
-    with _progress(progress, trials, f"tuning {key}") as advance, search.runner:
+    label = f"tuning {key if len(key) <= 40 else key[:39] + '…'}"
+    with _progress(progress, trials, label) as advance, search.runner:
 
         stale = 0  # candidates measured since the best last improved
 
