@@ -5,8 +5,9 @@ every GEMM instruction comes from `codegen.te` + `Stage.tensorize(AccelGemmIntri
 `codegen.lower` (see `intrin.conv_kernel`). The loops *around* a block -- which output tile
 and input-channel chunk each step works on, the DMA loads into the on-chip buffers, the two
 virtual threads and their dependency tokens -- are generated here from a tiled loop nest
-directly, not by lowering `cache_read`/`cache_write` stages: mapping guarded, padded copy
-nests of the generic lowering onto 2-D DMA descriptors was more than this target needed.
+directly, not by lowering `cache_read`/`cache_write` stages: the generic path
+(`lowered.program_from_lowered`) maps unguarded copy nests onto DMA, which covers packed
+matmuls but not a padded convolution's guarded input copies, and has no ALU epilogue.
 
 Layout (NCHW with 16-channel tiles, batch 1): input tiles (IC/16, H, W), weight tiles
 (OC/16, IC/16, KH, KW), output tiles (OC/16, OH, OW); accumulator tiles of a block are
