@@ -31,7 +31,7 @@ class Record:
 
     def to_json(self) -> str:
         return json.dumps({"workload": self.workload, "config": self.config, "seconds": self.seconds,
-                           "error": self.error}, sort_keys=True)
+                           "error": self.error}, sort_keys=True, default=str)
 
 
 def workload_key(name: str, args: Sequence[Tensor]) -> str:

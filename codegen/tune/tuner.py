@@ -185,14 +185,15 @@ class _Search:
     # ---- measuring -----------------------------------------------------------------------------
 
     def build(self, p: Point) -> Built | str:
-        """The candidate compiled (gcc runs in a subprocess: candidates of a batch build in parallel)."""
-        from codegen.backends.c import build
+        """The candidate compiled (gcc runs in a subprocess: candidates of a batch build in parallel);
+        only the runner's child loads it."""
+        from codegen.backends.c import CEmitter, compile_shared
         got = self.lower(p)
         if isinstance(got, str):
             return got
         f, sch, args = got
         try:
-            return Built(build(f).path, f.params, sch, args)
+            return Built(compile_shared(CEmitter().module([f])), f.params, sch, args)
         except CodegenError as e:
             return str(e)
 
