@@ -121,6 +121,7 @@ CONV_CASES = {
     "3x3-pad": ((2, 8, 9, 11), (16, 8, 3, 3), {"pad": (1, 1, 1, 1)}, False),
     "stride2": ((1, 8, 13, 13), (16, 8, 3, 3), {"stride": (2, 2), "pad": (1, 1, 1, 1)}, False),
     "groups": ((1, 8, 10, 10), (8, 4, 3, 3), {"groups": 2, "pad": (1, 1, 1, 1)}, False),
+    "groups-pixel-major": ((1, 8, 9, 9), (16, 4, 3, 3), {"groups": 2, "pad": (1, 1, 1, 1), "act": "relu"}, True),
     "depthwise": ((1, 8, 10, 10), (8, 1, 3, 3), {"groups": 8, "pad": (1, 1, 1, 1)}, True),
     "bias-relu": ((1, 16, 8, 8), (16, 16, 3, 3), {"pad": (1, 1, 1, 1), "act": "relu"}, True),
     "dilated-asym-pad": ((1, 4, 11, 10), (8, 4, 3, 3), {"pad": (2, 1, 0, 1), "dilation": (2, 2)}, True),

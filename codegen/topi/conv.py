@@ -5,12 +5,14 @@ activation) is one reduction over a single fused axis r = (kh, kw, ic), input ch
 innermost (or the kernel row, where it is longer than the channels: a stem conv), so the
 inner part of r is linear in memory and can be the k of the gemm micro-kernel (`GemmIntrin`).
 
-- groups = 1: the accumulator is pixel-major, acc[n, y, x, o], reading weights transposed to
-  [ic, kh, kw, o] (a stage computed once per call): a tile is the micro-kernel with rows =
-  `tile_w` pixels of an output row (broadcast from the input) and columns = `tile_oc` output
-  channels (contiguous vectors), as in the blocked layout, and the NCHW output is written by
-  an element-wise stage (bias, activation) taking each tile from registers.
-- grouped and depthwise: an NCHW accumulator with vector loops over the output row
+- 8 or more output channels per group (groups = 1 included): the accumulator is pixel-major,
+  acc[n, y, x, group, o], reading weights transposed to [group, ic, kh, kw, o] (a weight-only
+  stage: computed once per call, or hoisted by the graph compiler): a tile is the micro-kernel
+  with rows = `tile_w` pixels of an output row (broadcast from the input) and columns =
+  `tile_oc` output channels of one group (contiguous vectors), as in the blocked layout, and
+  the NCHW output is written by an element-wise stage (bias, activation) taking each tile
+  from registers.
+- depthwise and narrower groups: an NCHW accumulator with vector loops over the output row
   (register-blocked over `tile_oc` channels), each channel reading its own input channels.
 
 The zero padding is a stage of its own computed once at the kernel's root (a guarded read in
@@ -56,6 +58,7 @@ from taso_py.types import TensorType
 
 PAD_NAME = "conv_pad"
 WT_NAME = "conv_weight_t"
+PIXEL_MAJOR_MIN_CHANNELS = 8  # output channels per group: the micro-kernel's columns, at least a vector
 
 
 def activation(x: Expr, act: str) -> Expr:
@@ -130,20 +133,24 @@ def conv2d(inputs: Sequence[Tensor], attrs: Conv2dAttrs, out_types: Sequence[Ten
         pos = r.var // cg
         return r.var % cg, pos // kw, pos % kw
 
-    attrs_out = {"inner": kw if row_inner else cg, "groups": attrs.groups}
-    if attrs.groups == 1:
-        # pixel-major: acc[n, y, x, o] with the weights transposed to [ic, kh, kw, o], so a tile is the
-        # micro-kernel's rows = pixels (broadcast from the input row) x columns = output channels
-        # (contiguous in the transposed weights); the NCHW output is an element-wise stage after it
-        wt = te.compute((cg, kh, kw, o), lambda ic, a, c, oc: w[oc, ic, a, c], name=WT_NAME, tag="injective")
+    attrs_out = {"inner": kw if row_inner else cg, "groups": attrs.groups, "per_group": opg}
+    if opg >= PIXEL_MAJOR_MIN_CHANNELS:
+        # pixel-major: acc[n, y, x, group, o] with the weights transposed to [group, ic, kh, kw, o], so
+        # a tile is the micro-kernel's rows = pixels (broadcast from the input row) x columns = output
+        # channels of one group (contiguous in the transposed weights); the NCHW output is an
+        # element-wise stage after it
+        g = attrs.groups
+        wt = te.compute((g, cg, kh, kw, opg), lambda gi, ic, a, c, oc: w[gi * opg + oc, ic, a, c], name=WT_NAME,
+                        tag="injective")
 
-        def body(b: Expr, y: Expr, z: Expr, oc: Expr) -> Expr:
+        def body(b: Expr, y: Expr, z: Expr, gi: Expr, oc: Expr) -> Expr:
             ic, ky, kx = taps()
-            return te.sum(p[b, ic, y * sh + ky * dh, z * sw + kx * dw] * wt[ic, ky, kx, oc], axis=r)
+            return te.sum(p[b, gi * cg + ic, y * sh + ky * dh, z * sw + kx * dw] * wt[gi, ic, ky, kx, oc], axis=r)
 
-        acc = te.compute((n, oh, ow, o), body, name="conv2d", tag="conv2d", attrs={**attrs_out, "layout": "NHWC"})
-        return (te.compute((n, o, oh, ow), lambda b, oc, y, z: _finish(acc[b, y, z, oc], bias, oc, attrs.act),
-                           name="conv_out", tag="injective"),)
+        acc = te.compute((n, oh, ow, g, opg), body, name="conv2d", tag="conv2d",
+                         attrs={**attrs_out, "layout": "NHWC"})
+        return (te.compute((n, o, oh, ow), lambda b, oc, y, z: _finish(acc[b, y, z, oc // opg, oc % opg], bias, oc,
+                                                                      attrs.act), name="conv_out", tag="injective"),)
 
     def grouped(b: Expr, oc: Expr, y: Expr, z: Expr) -> Expr:
         ic, ky, kx = taps()
@@ -254,14 +261,16 @@ def _find_main(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor]) -> tuple[
     return main, consumers
 
 
-def _reads_permuted(s: Schedule, st: Stage, t: Tensor, perm: Sequence[int]) -> bool:
-    """Whether `st` reads `t` (through inlined stages) only at t[axes[perm[0]], axes[perm[1]], ...]."""
-    if len(st.axes) != len(perm):
+def _reads_by_pixel(s: Schedule, st: Stage, acc: Tensor) -> bool:
+    """Whether the NCHW-shaped `st` reads the pixel-major `acc` (through inlined stages) only at
+    acc[n, y, x, <group of o>, <o within it>] of its own (n, o, y, x): element by element."""
+    if len(st.axes) != 4:
         return False
-    want = [st.axes[d].var for d in perm]
-    reads = [e for e in te.walk(expanded_body(s, st)) if isinstance(e, TensorRead) and e.tensor.op is t.op]
-    return bool(reads) and all(len(r.indices) == len(want) and all(i is v for i, v in zip(r.indices, want))
-                               for r in reads)
+    b, o, y, x = (a.var for a in st.axes)
+    reads = [e for e in te.walk(expanded_body(s, st)) if isinstance(e, TensorRead) and e.tensor.op is acc.op]
+    return bool(reads) and all(
+        len(r.indices) == 5 and all(i is v for i, v in zip(r.indices[:3], (b, y, x)))
+        and all(te.free_vars(i) <= {o} for i in r.indices[3:]) for r in reads)
 
 
 def _divisor(extent: int, most: int) -> int:
@@ -278,7 +287,8 @@ def _pick(cfg: Config, name: str, extent: int, options: set[int], prefer: Sequen
 
 @register_schedule("conv2d")
 def schedule_conv2d(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:
-    """groups = 1: pixel-major tiles (`_schedule_pixel_major`); grouped and depthwise: vector loops."""
+    """Pixel-major tiles (`_schedule_pixel_major`) where groups have 8+ output channels; else
+    (depthwise and narrow groups) vector loops over the output row (`_schedule_grouped`)."""
     acc_st = s[anchor]
     pad = _pad_stage(s, acc_st)
     if pad is not None:
@@ -291,38 +301,39 @@ def schedule_conv2d(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
 
 
 def _schedule_pixel_major(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:
-    """Tiles of tile_w pixels of an output row x tile_oc output channels, accumulated in registers
-    and written to the NCHW output through the epilogue. Knobs: kernel (gemm | vector), tile_w
-    (the micro-kernel's rows), tile_oc (its columns), ic_block (its k)."""
+    """Tiles of tile_w pixels of an output row x tile_oc output channels of one group, accumulated in
+    registers and written to the NCHW output through the epilogue. Knobs: kernel (gemm | vector),
+    tile_w (the micro-kernel's rows), tile_oc (its columns), ic_block (its k)."""
     acc_st = s[anchor]
-    _, _, ow, oc = anchor.shape
+    _, _, ow, _, opg = anchor.shape
     inner = anchor.op.attrs["inner"]
     kernel = cfg.knob("kernel", ("gemm", "vector"), default="gemm")
-    w_div, oc_div = _divisor(ow, 16), _divisor(oc, 64)
+    w_div, oc_div = _divisor(ow, 16), _divisor(opg, 64)
     tile_w = _pick(cfg, "tile_w", ow, {4, 6, 7, 8, 12, 14, 16, w_div}, (14, 12, 8, 16, 7, 6, w_div))
-    tile_oc = _pick(cfg, "tile_oc", oc, {8, 16, 32, 64, oc_div}, (16, 32, 64, 8, oc_div))
+    tile_oc = _pick(cfg, "tile_oc", opg, {8, 16, 32, 64, oc_div}, (16, 32, 64, 8, oc_div))
     ic_block = cfg.knob("ic_block", (8, 16, 32, 64, 1 << 30), default=1 << 30)
-    if ow % tile_w or oc % tile_oc:
+    if ow % tile_w or opg % tile_oc:
         kernel = "vector"  # the micro-kernel computes whole tiles only; the vector loops guard the tails
     k_in = min(ic_block, inner) if inner % min(ic_block, inner) == 0 else inner
     consumers = [s[t] for t in outputs]
-    main = next((st for st in consumers if _reads_permuted(s, st, anchor, (0, 2, 3, 1))), None)
+    main = next((st for st in consumers if _reads_by_pixel(s, st, anchor)), None)
     if main is None or len(live_readers(s, anchor)) != 1:  # the NCHW result is reshaped: a buffer of its own
         main = None
-        b, y, x, o = acc_st.leaf[:4]
+        b, y, x, g, o = acc_st.leaf[:5]
         xo, xi = acc_st.split(x, tile_w)
         ob, oi = acc_st.split(o, tile_oc)
-        acc_st.reorder(b, y, xo, ob, xi, oi)
+        acc_st.reorder(b, y, xo, g, ob, xi, oi)
         acc_st.parallel(acc_st.fuse(b, y))
-        ax, ao, tiles = xi, oi, [xo, ob]
+        ax, ao, tiles = xi, oi, [xo, g, ob]
     else:
         b, o, y, x = main.leaf[:4]
-        ob, oi = main.split(o, tile_oc)
+        og, orest = main.split(o, opg)  # group, then channels within it: the tile never straddles groups
+        ob, oi = main.split(orest, tile_oc)
         xo, xi = main.split(x, tile_w)
-        main.reorder(b, y, ob, xo, oi, xi)
+        main.reorder(b, y, og, ob, xo, oi, xi)
         main.parallel(b if b.extent > 1 else y)
         acc_st.compute_at(main, xo)
-        _, _, ax, ao = acc_st.leaf[:4]
+        _, _, ax, _, ao = acc_st.leaf[:5]
         tiles = []
     if kernel == "gemm":
         outer, ri = _split_reduce(acc_st, inner, k_in)
