@@ -719,7 +719,7 @@ def lower_or_reject(s, args, name: str) -> PrimFunc:  # type: ignore[no-untyped-
         raise
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(steps=transformations(), three_d=st.booleans())
 def test_random_schedules_keep_elementwise_results(steps: list[tuple], three_d: bool) -> None:
     shape = (3, 5, 4) if three_d else (6, 7)
@@ -731,7 +731,7 @@ def test_random_schedules_keep_elementwise_results(steps: list[tuple], three_d: 
     np.testing.assert_allclose(run(f, x, out_shapes=[shape])[0], x * 2 + 1, rtol=1e-6)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(steps=transformations())
 def test_random_schedules_keep_reduction_results(steps: list[tuple]) -> None:
     a = te.placeholder((5, 6, 7), name="A")
@@ -744,7 +744,7 @@ def test_random_schedules_keep_reduction_results(steps: list[tuple]) -> None:
     np.testing.assert_allclose(run(f, x, out_shapes=[(5, 7)])[0], x.sum(axis=1), rtol=1e-5, atol=1e-5)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(producer=transformations(), consumer=transformations(), at=st.integers(0, 7))
 def test_random_schedules_with_compute_at_keep_results(producer: list[tuple], consumer: list[tuple],
                                                        at: int) -> None:
@@ -765,7 +765,7 @@ def test_random_schedules_with_compute_at_keep_results(producer: list[tuple], co
                                rtol=1e-5, atol=1e-5)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(outer=transformations(), inner=transformations(), at=st.integers(0, 7), packed=st.booleans())
 def test_random_schedules_of_a_cached_matmul_keep_results(outer: list[tuple], inner: list[tuple], at: int,
                                                           packed: bool) -> None:
@@ -786,7 +786,7 @@ def test_random_schedules_of_a_cached_matmul_keep_results(outer: list[tuple], in
     np.testing.assert_allclose(run(f, x, y, out_shapes=[(6, 10)])[0], x @ y, rtol=1e-4, atol=1e-4)
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(out_steps=transformations(), sum_steps=transformations(), max_steps=transformations(), at=st.integers(0, 7))
 def test_random_schedules_of_a_softmax_keep_results(out_steps: list[tuple], sum_steps: list[tuple],
                                                     max_steps: list[tuple], at: int) -> None:
