@@ -25,7 +25,7 @@ from codegen.backends.accel import (
 from codegen.backends.accel.codegen import Tiling, simulate_timing
 from codegen.backends.accel.intrin import ConvBlock, conv_kernel
 from codegen.backends.accel.isa import Alu, Finish, Gemm, Load, Store
-from codegen.backends.accel.lowered import matmul_schedule, program_from_lowered, run_lowered
+from codegen.backends.accel.lowered import conv2d_schedule, matmul_schedule, program_from_lowered, run_lowered
 from codegen.backends.accel.quant import (
     activation_scale,
     dequantize,
@@ -321,6 +321,29 @@ def test_lowered_schedule_runs_bit_exact_and_virtual_threads_hide_latency(m: int
     assert all(i.y_size == tk and i.x_size == tm for i in loads if i.buffer == "inp")
     if m == 128:
         assert m * k * n / (cycles[2] * CFG.peak_macs_per_cycle) > 0.9
+
+
+@pytest.mark.parametrize("ic,h,oc,k,stride,toc,tic,th", [(32, 8, 32, 3, 1, 1, 1, 2), (64, 14, 64, 3, 2, 2, 2, 7),
+                                                        (32, 6, 48, 1, 1, 3, 2, 3)])
+def test_lowered_conv2d_schedule_runs_bit_exact(ic: int, h: int, oc: int, k: int, stride: int, toc: int, tic: int,
+                                                th: int) -> None:
+    pad = k // 2
+    hp = h + 2 * pad
+    s, args = conv2d_schedule(ic, hp, hp, oc, k, k, stride, toc, tic, th, CFG)
+    f = lower(s, args, "conv")
+    rng = np.random.default_rng(0)
+    x = rng.integers(-128, 128, (1, ic, h, h)).astype(np.int8)
+    w = rng.integers(-128, 128, (oc, ic, k, k)).astype(np.int8)
+    ref = reference("conv2d", x, w, None, LayerAttrs(stride, pad))
+    xp = np.pad(x[0], ((0, 0), (pad, pad), (pad, pad))).reshape(ic // 16, 16, hp, hp).transpose(0, 2, 3, 1)
+    wp = w.reshape(oc // 16, 16, ic // 16, 16, k, k).transpose(0, 2, 4, 5, 1, 3)
+    cycles = []
+    for vt in (1, 2):
+        c = np.zeros(args[2].shape, np.int32)
+        cycles.append(run_lowered(f, [xp.reshape(args[0].shape), wp.reshape(args[1].shape), c], CFG, vt).cycles)
+        out = c.reshape(oc // 16, ref.shape[2], ref.shape[3], 16).transpose(0, 3, 1, 2).reshape(ref.shape)
+        np.testing.assert_array_equal(out, ref)
+    assert cycles[1] < cycles[0]
 
 
 def test_lowered_schedule_under_random_timing() -> None:

@@ -7,7 +7,8 @@ and input-channel chunk each step works on, the DMA loads into the on-chip buffe
 virtual threads and their dependency tokens -- are generated here from a tiled loop nest
 directly, not by lowering `cache_read`/`cache_write` stages: the generic path
 (`lowered.program_from_lowered`) maps unguarded copy nests onto DMA, which covers packed
-matmuls but not a padded convolution's guarded input copies, and has no ALU epilogue.
+matmuls and convolutions over an input the host padded, but not padding in the DMA (the
+guarded copies of a padded input), and has no ALU epilogue.
 
 Layout (NCHW with 16-channel tiles, batch 1): input tiles (IC/16, H, W), weight tiles
 (OC/16, IC/16, KH, KW), output tiles (OC/16, OH, OW); accumulator tiles of a block are

@@ -15,9 +15,10 @@ values and maps each piece onto the hardware:
 Every `accel.acc` allocation is one output tile. With `virtual_threads=2` the tiles are dealt
 alternately to two threads, each with its own half of every buffer, and the two tiles' steps
 (loads + GEMM per reduction block) interleave in one stream; `pipeline.link` adds the tokens.
-The layouts must make operands whole tiles (packed inputs (.., batch, block_in), weights
-(.., block_out, block_in), outputs (.., batch, block_out)) and the tiles must divide the loops
-(no guards). Epilogues (bias, requantize) are on the direct path (`codegen.conv2d_program`).
+`matmul_schedule` and `conv2d_schedule` build such schedules. The layouts must make operands
+whole tiles (packed inputs (.., batch, block_in), weights (.., block_out, block_in), outputs
+(.., batch, block_out)) and the tiles must divide the loops (no guards): zero padding is the
+host's here. Epilogues (bias, requantize) are on the direct path (`codegen.conv2d_program`).
 """
 
 from __future__ import annotations
@@ -243,3 +244,38 @@ def matmul_schedule(m: int, k: int, n: int, tm: int, tn: int, tk: int,
     s[bl].compute_at(s[cl], k_outer)
     s[cl].tensorize(cb, AccelGemmIntrin.for_config(cfg))
     return s, [a, b, c]
+
+
+def conv2d_schedule(ic: int, hp: int, wp: int, oc: int, kh: int, kw: int, stride: int, toc: int, tic: int, th: int,
+                    cfg: AccelConfig | None = None) -> tuple[Schedule, list[te.Tensor]]:
+    """A packed int8 convolution over an input the host has already zero-padded to hp x wp:
+    X (ic/block_in, hp, wp, 1, block_in), W (oc/block_out, ic/block_in, kh, kw, block_out,
+    block_in), C int32 (oc/block_out, oh, ow, 1, block_out). Output tiles of `toc` channel
+    blocks x `th` rows (all columns), `tic` input-channel blocks loaded per step."""
+    cfg = cfg or AccelConfig()
+    bi, bo = cfg.block_in, cfg.block_out
+    if cfg.batch != 1 or ic % bi or oc % bo:
+        raise CodegenError(f"accel: conv2d_schedule needs batch 1 and channels in multiples of {bi}, {bo}")
+    oh, ow = (hp - kh) // stride + 1, (wp - kw) // stride + 1
+    x = te.placeholder((ic // bi, hp, wp, 1, bi), "int8", "X")
+    w = te.placeholder((oc // bo, ic // bi, kh, kw, bo, bi), "int8", "W")
+    ric, rkh, rkw, rci = (te.reduce_axis(e, n) for e, n in ((ic // bi, "ic"), (kh, "kh"), (kw, "kw"), (bi, "ci")))
+    c = te.compute((oc // bo, oh, ow, 1, bo), lambda o, h, v, b, j: te.sum(
+        te.cast("int32", x[ric, h * stride + rkh, v * stride + rkw, b, rci])
+        * te.cast("int32", w[o, ric, rkh, rkw, j, rci]), axis=[ric, rkh, rkw, rci]), name="C")
+    s = create_schedule(c)
+    cl = s.cache_write(c, "accel.acc")
+    xl = s.cache_read(x, "accel.inp", [cl])
+    wl = s.cache_read(w, "accel.wgt", [cl])
+    o, h, *_ = s[c].axes
+    o_outer, o_inner = s[c].split(o, toc)
+    h_outer, h_inner = s[c].split(h, th)
+    s[c].reorder(o_outer, h_outer, o_inner, h_inner)
+    s[cl].compute_at(s[c], h_outer)
+    co, chh, cv, cb, cj = s[cl].axes
+    ic_outer, ic_inner = s[cl].split(ric, tic)
+    s[cl].reorder(ic_outer, co, chh, cv, ic_inner, rkh, rkw, cb, cj, rci)
+    s[xl].compute_at(s[cl], ic_outer)
+    s[wl].compute_at(s[cl], ic_outer)
+    s[cl].tensorize(cb, AccelGemmIntrin.for_config(cfg))
+    return s, [x, w, c]
