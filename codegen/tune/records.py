@@ -34,6 +34,13 @@ class Record:
                            "error": self.error}, sort_keys=True, default=str)
 
 
+def default_path() -> Path:
+    """Where records go unless told otherwise: tuning.jsonl beside the kernel cache ($TASO_CACHE or
+    ~/.cache/taso-py), shared by every tuning on this machine (timings only hold on the machine measured)."""
+    from codegen.backends.c.build import cache_dir
+    return cache_dir().parent / "tuning.jsonl"
+
+
 def workload_key(name: str, args: Sequence[Tensor]) -> str:
     """The key records are filed under: the template's name and its arguments' dtypes and shapes."""
     shapes = (f"{t.dtype}[{','.join(map(str, t.shape))}]" for t in args)

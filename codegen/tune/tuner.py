@@ -235,16 +235,17 @@ def _progress(enabled: bool, total: int, label: str) -> Iterator[Callable[[str],
 
 
 def tune(template: Template, args_builder: ArgsBuilder | None = None, trials: int = 32,
-         records_path: str | Path = "tuning.jsonl", *, name: str | None = None, batch_size: int = 8,
+         records_path: str | Path | None = None, *, name: str | None = None, batch_size: int = 8,
          explore: float = 0.25, repeat: int = 5, timeout: float = 2.0, seed: int = 0,
          early_stopping: int | None = None, progress: bool = True) -> TuneResult:
     """Measure up to `trials` new candidates of `template`; return the fastest config ever recorded.
 
     `args_builder(args)` makes the arrays the kernel runs on (random ones by default). Records
-    already in `records_path` for this workload are not measured again: they train the model
-    from the start and count towards the best. With `early_stopping`, tuning ends once that many
+    already in `records_path` (default: `records.default_path()`) for this workload are not
+    measured again: they train the model from the start and count towards the best. With `early_stopping`, tuning ends once that many
     candidates in a row were no faster than the best. `timeout` bounds one run of a candidate.
     """
+    records_path = records_path or records.default_path()
     cfg0 = Config()
     _sch0, args0 = template(cfg0)
     space = Space(dict(cfg0.space))
