@@ -285,3 +285,10 @@ def test_candidates_with_an_already_measured_kernel_are_skipped(tmp_path: Path) 
     res = tune(inert_knob, None, 10, tmp_path / "r.jsonl", batch_size=4, progress=False)
     assert res.space_size == 8 and res.measured == 2  # two distinct kernels, each measured once
     assert sorted(r.config["tile"] for r in read(tmp_path / "r.jsonl")) == [4, 8]
+
+
+def test_records_default_to_the_cache_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TASO_CACHE", str(tmp_path))
+    res = tune(matmul_template, None, 1, progress=False)
+    assert [r.config for r in read(tmp_path / "tuning.jsonl", res.workload)] == [
+        {"tile_y": 2, "tile_x": 4, "order": "ijk"}]

@@ -242,8 +242,9 @@ def tune(template: Template, args_builder: ArgsBuilder | None = None, trials: in
 
     `args_builder(args)` makes the arrays the kernel runs on (random ones by default). Records
     already in `records_path` (default: `records.default_path()`) for this workload are not
-    measured again: they train the model from the start and count towards the best. With `early_stopping`, tuning ends once that many
-    candidates in a row were no faster than the best. `timeout` bounds one run of a candidate.
+    measured again: they train the model from the start and count towards the best. With
+    `early_stopping`, tuning ends once that many candidates in a row were no faster than the
+    best. `timeout` bounds one run of a candidate.
     """
     records_path = records_path or records.default_path()
     cfg0 = Config()
