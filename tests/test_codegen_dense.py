@@ -223,3 +223,17 @@ def test_conv2d_with_a_reshaping_consumer_keeps_a_buffer_of_its_own() -> None:
     want = OPS["conv2d"].ref([x, w, bias], attrs)[0].reshape(1, -1)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
     assert uses_gemm(f)
+
+
+@pytest.mark.parametrize("knobs", [{}, {"kernel": "vector"}])
+def test_matmul_that_is_also_an_output_next_to_its_consumer(knobs: dict) -> None:
+    a, b = rand(16, 24), rand(24, 32)
+    ta, tb = te.placeholder(a.shape, name="A"), te.placeholder(b.shape, name="B")
+    (y,) = registry.compute("matmul", [ta, tb], None, [TensorType((16, 32))])
+    r = te.compute(y.shape, lambda i, j: te.max_(y[i, j], 0.0), name="relu", tag="injective")
+    s = registry.schedule_group([y, r], Config(knobs))
+    kernel = build(lower(s, [ta, tb, y, r], "two"))["two"]
+    out_y, out_r = np.full(y.shape, np.nan, np.float32), np.full(y.shape, np.nan, np.float32)
+    kernel(a, b, out_y, out_r)
+    np.testing.assert_allclose(out_y, a @ b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(out_r, np.maximum(a @ b, 0), rtol=1e-4, atol=1e-4)
