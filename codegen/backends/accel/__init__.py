@@ -11,7 +11,7 @@
 - `lowered.program_from_lowered`: the generic path -- a schedule with `cache_read` /
   `cache_write` into the `accel.inp` / `accel.wgt` / `accel.acc` scopes and a tensorized inner
   tile, lowered by `codegen.lower`, mapped onto LOAD / GEMM / STORE (packed int32 matmuls and
-  convolutions over a host-padded input: `lowered.matmul_schedule`, `lowered.conv2d_schedule`).
+  zero-padded convolutions: `lowered.matmul_schedule`, `lowered.conv2d_schedule`).
   `pipeline.link` adds the tokens for both paths.
 - `quant`: the quantization scheme and `run_layer(kind, x_int8, w_int8, bias_int32, attrs, config,
   latency_hiding=True) -> (output, stats)`, what the graph compiler calls for each conv2d / matmul

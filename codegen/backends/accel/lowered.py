@@ -8,7 +8,8 @@ reads its operands through `cache_read(A, "accel.inp", ...)` / `cache_read(B, "a
 calls and the copy nest back to DRAM. `program_from_lowered` walks those loops with concrete
 values and maps each piece onto the hardware:
 - a copy nest into `accel.inp`/`accel.wgt` -> 2-D DMA LOADs (the element copies grouped
-  into whole tiles, the tiles into rows of equal length and stride);
+  into whole tiles, the tiles into rows of equal length and stride; a guarded copy of a
+  zero-padded input -> the loads' padding);
 - the zeroing nest -> the `reset` of the tile's first GEMM; a gemm nest -> one GEMM whose
   micro-op kernel is the calls' tile offsets (`intrin.kernel_from_lowered`);
 - the copy nest out of `accel.acc` -> STOREs (int32).
@@ -17,8 +18,8 @@ alternately to two threads, each with its own half of every buffer, and the two 
 (loads + GEMM per reduction block) interleave in one stream; `pipeline.link` adds the tokens.
 `matmul_schedule` and `conv2d_schedule` build such schedules. The layouts must make operands
 whole tiles (packed inputs (.., batch, block_in), weights (.., block_out, block_in), outputs
-(.., batch, block_out)) and the tiles must divide the loops (no guards): zero padding is the
-host's here. Epilogues (bias, requantize) are on the direct path (`codegen.conv2d_program`).
+(.., batch, block_out)) and the tiles must divide the loops (no tail guards). Epilogues (bias,
+requantize) are on the direct path (`codegen.conv2d_program`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from codegen.errors import CodegenError
 from codegen.lower.ir import Allocate, Buffer, For, Intrinsic, PrimFunc, Seq, Stmt, walk_stmts
 from codegen.lower.ir import Store as IrStore
 from codegen.schedule import Schedule, create_schedule
-from codegen.te.expr import Const, Var
+from codegen.te.expr import Binary, Const, Expr, Not, Select, Var
 from codegen.te.expr import Load as IrLoad
 
 SCOPES = {"accel.inp": "inp", "accel.wgt": "wgt", "accel.acc": "acc"}
@@ -110,15 +111,25 @@ class _Walker:
         if dst_scope == "acc" and isinstance(store.value, Const) and store.value.value == 0:
             self.tile.reset = evaluate(store.index, loops, env) // self.cfg.acc_tile_elems
             return
-        if not isinstance(store.value, IrLoad):
+        value, valid = store.value, None
+        if isinstance(value, Select) and isinstance(value.f, Const) and value.f.value == 0:  # zero padding
+            valid = _evaluate_expr(value.cond, loops, env).astype(bool)
+            value = value.t
+        if not isinstance(value, IrLoad):
             raise CodegenError(f"accel: the copy into {store.buffer.name!r} computes; only copies map onto DMA")
-        src_buf = store.value.buffer
-        dst, src = evaluate(store.index, loops, env), evaluate(store.value.index, loops, env)
+        src_buf = value.buffer
+        dst, src = evaluate(store.index, loops, env), evaluate(value.index, loops, env)
         if dst_scope in ("inp", "wgt") and src_buf.name in self.params:
             e = self.elems(dst_scope)
-            for sram, dram, y, x, stride in _rows(dst, src, e, store.buffer.name):
-                self.tile.loads.append(Load(buffer=dst_scope, dram=src_buf.name, dram_offset=dram, y_size=y,
-                                            x_size=x, x_stride=stride, sram_offset=self.base[store.buffer.name] + sram))
+            base = self.base[store.buffer.name]
+            if valid is None:
+                rects = [dict(sram_offset=sram, dram_offset=dram, y_size=y, x_size=x, x_stride=stride)
+                         for sram, dram, y, x, stride in _rows(dst, src, e, store.buffer.name)]
+            else:
+                rects = _padded_rows(dst, src, valid, e, store.buffer.shape[-3], store.buffer.name)
+            for r in rects:
+                r["sram_offset"] += base
+                self.tile.loads.append(Load(buffer=dst_scope, dram=src_buf.name, **r))
         elif SCOPES.get(src_buf.scope) == "acc" and store.buffer.name in self.params:
             if store.buffer.dtype != "int32":
                 raise CodegenError(f"accel: {store.buffer.name!r} is {store.buffer.dtype}; this path stores int32")
@@ -193,6 +204,88 @@ def _nest(s: Stmt) -> tuple[list[tuple[Var, int]], Stmt]:
     return loops, s
 
 
+def _evaluate_expr(e: Expr, loops: list[tuple[Var, int]], env: dict[Var, int]) -> np.ndarray:
+    """An integer or boolean expression over every iteration of `loops` (flattened, as `evaluate`)."""
+    shape = tuple(ext for _, ext in loops)
+    pos = {v: k for k, (v, _) in enumerate(loops)}
+
+    def go(x: Expr) -> np.ndarray:
+        if isinstance(x, Const):
+            return np.asarray(x.value)
+        if isinstance(x, Var):
+            if x in pos:
+                k = pos[x]
+                return np.arange(shape[k]).reshape([-1 if j == k else 1 for j in range(len(shape))])
+            if x in env:
+                return np.asarray(env[x])
+        if isinstance(x, Not):
+            return ~go(x.a).astype(bool)
+        if isinstance(x, Select):
+            return np.where(go(x.cond), go(x.t), go(x.f))
+        if isinstance(x, Binary) and x.op in _OPS:
+            return _OPS[x.op](go(x.a), go(x.b))
+        raise CodegenError(f"accel: cannot evaluate {x} in a copy nest")
+
+    return np.broadcast_to(go(e), shape).ravel()
+
+
+_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "%": np.mod, "min": np.minimum,
+        "max": np.maximum, "<": np.less, "<=": np.less_equal, "==": np.equal, "!=": np.not_equal,
+        "&&": np.logical_and, "||": np.logical_or}
+
+
+def _padded_rows(onchip: np.ndarray, dram: np.ndarray, valid: np.ndarray, e: int, width: int,
+                 name: str) -> list[dict[str, int]]:
+    """A zero-padded copy (`valid` false: a zero) as 2-D LOADs: the on-chip tiles in rows of
+    `width`, each row's valid tiles one contiguous DRAM run; rows with the same padding and a
+    constant DRAM stride merge, rows of padding only become the loads' y padding."""
+    order = np.argsort(onchip, kind="stable")
+    on, dr, ok = onchip[order], dram[order], valid[order]
+    if len(on) % (e * width) or on[0] % e or np.any(np.diff(on) != 1):
+        raise CodegenError(f"accel: the copy of {name!r} does not fill whole, dense tiles")
+    ok_t = ok.reshape(-1, e)
+    if np.any(ok_t.any(1) != ok_t.all(1)):
+        raise CodegenError(f"accel: the padding of {name!r} splits a tile")
+    ok_t = ok_t[:, 0]
+    dr_t = np.where(ok, dr, 0).reshape(-1, e)
+    if np.any(dr_t[ok_t, 0] % e) or np.any(dr_t[ok_t] - dr_t[ok_t, :1] != np.arange(e)):
+        raise CodegenError(f"accel: the copy of {name!r} does not move whole DRAM tiles")
+    tiles = (dr_t[:, 0] // e).reshape(-1, width)
+    ok_rows = ok_t.reshape(-1, width)
+    out: list[dict[str, int]] = []
+    pad_rows = 0
+    for r in range(len(tiles)):
+        cols = np.flatnonzero(ok_rows[r])
+        if not len(cols):
+            if out:
+                out[-1]["y_pad1"] += 1
+            else:
+                pad_rows += 1
+            continue
+        x0, x = int(cols[0]), len(cols)
+        src = int(tiles[r, x0])
+        if x != cols[-1] - x0 + 1 or np.any(np.diff(tiles[r, cols]) != 1):
+            raise CodegenError(f"accel: a row of {name!r} is not one contiguous DRAM run")
+        last = out[-1] if out else None
+        if (last is not None and last["y_pad1"] == 0 and (last["x_pad0"], last["x_size"]) == (x0, x)
+                and (last["y_size"] == 1 or src - last["_end"] == last["x_stride"])):
+            if last["y_size"] == 1:
+                last["x_stride"] = src - last["dram_offset"]
+            last["y_size"] += 1
+            last["_end"] = src
+            continue
+        out.append(dict(sram_offset=(r - pad_rows) * width, dram_offset=src, y_size=1, x_size=x, x_stride=x,
+                        y_pad0=pad_rows, y_pad1=0, x_pad0=x0, x_pad1=width - x0 - x, _end=src))
+        pad_rows = 0
+    if not out:
+        raise CodegenError(f"accel: the copy of {name!r} is padding only")
+    first = int(on[0]) // e
+    for d in out:
+        del d["_end"]
+        d["sram_offset"] += first
+    return out
+
+
 def _rows(onchip: np.ndarray, dram: np.ndarray, e: int, name: str) -> list[tuple[int, int, int, int, int]]:
     """Element copies onchip[i] <-> dram[i] as 2-D tile transfers (sram tile, dram tile, y, x, stride)."""
     order = np.argsort(onchip, kind="stable")
@@ -246,30 +339,36 @@ def matmul_schedule(m: int, k: int, n: int, tm: int, tn: int, tk: int,
     return s, [a, b, c]
 
 
-def conv2d_schedule(ic: int, hp: int, wp: int, oc: int, kh: int, kw: int, stride: int, toc: int, tic: int, th: int,
-                    cfg: AccelConfig | None = None) -> tuple[Schedule, list[te.Tensor]]:
-    """A packed int8 convolution over an input the host has already zero-padded to hp x wp:
-    X (ic/block_in, hp, wp, 1, block_in), W (oc/block_out, ic/block_in, kh, kw, block_out,
-    block_in), C int32 (oc/block_out, oh, ow, 1, block_out). Output tiles of `toc` channel
-    blocks x `th` rows (all columns), `tic` input-channel blocks loaded per step."""
+def conv2d_schedule(ic: int, h: int, w: int, oc: int, kh: int, kw: int, stride: int, pad: int, toc: int, tic: int,
+                    th: int, cfg: AccelConfig | None = None) -> tuple[Schedule, list[te.Tensor]]:
+    """A packed int8 convolution: X (ic/block_in, h, w, 1, block_in), W (oc/block_out,
+    ic/block_in, kh, kw, block_out, block_in), C int32 (oc/block_out, oh, ow, 1, block_out);
+    the zero padding is an inlined stage, so it reaches the input's copy into `accel.inp` as a
+    guard and becomes the DMA loads' padding. Output tiles of `toc` channel blocks x `th` rows
+    (all columns), `tic` input-channel blocks loaded per step."""
     cfg = cfg or AccelConfig()
     bi, bo = cfg.block_in, cfg.block_out
     if cfg.batch != 1 or ic % bi or oc % bo:
         raise CodegenError(f"accel: conv2d_schedule needs batch 1 and channels in multiples of {bi}, {bo}")
+    hp, wp = h + 2 * pad, w + 2 * pad
     oh, ow = (hp - kh) // stride + 1, (wp - kw) // stride + 1
-    x = te.placeholder((ic // bi, hp, wp, 1, bi), "int8", "X")
-    w = te.placeholder((oc // bo, ic // bi, kh, kw, bo, bi), "int8", "W")
+    x = te.placeholder((ic // bi, h, w, 1, bi), "int8", "X")
+    xp = te.compute((ic // bi, hp, wp, 1, bi), lambda c_, y, v, b, i: te.if_then_else(
+        te.all_of(y >= pad, y < h + pad, v >= pad, v < w + pad), x[c_, y - pad, v - pad, b, i], te.const(0, "int8")),
+        name="Xpad")
+    wt = te.placeholder((oc // bo, ic // bi, kh, kw, bo, bi), "int8", "W")
     ric, rkh, rkw, rci = (te.reduce_axis(e, n) for e, n in ((ic // bi, "ic"), (kh, "kh"), (kw, "kw"), (bi, "ci")))
-    c = te.compute((oc // bo, oh, ow, 1, bo), lambda o, h, v, b, j: te.sum(
-        te.cast("int32", x[ric, h * stride + rkh, v * stride + rkw, b, rci])
-        * te.cast("int32", w[o, ric, rkh, rkw, j, rci]), axis=[ric, rkh, rkw, rci]), name="C")
+    c = te.compute((oc // bo, oh, ow, 1, bo), lambda o, y, v, b, j: te.sum(
+        te.cast("int32", xp[ric, y * stride + rkh, v * stride + rkw, b, rci])
+        * te.cast("int32", wt[o, ric, rkh, rkw, j, rci]), axis=[ric, rkh, rkw, rci]), name="C")
     s = create_schedule(c)
     cl = s.cache_write(c, "accel.acc")
-    xl = s.cache_read(x, "accel.inp", [cl])
-    wl = s.cache_read(w, "accel.wgt", [cl])
-    o, h, *_ = s[c].axes
+    xl = s.cache_read(xp, "accel.inp", [cl])
+    wl = s.cache_read(wt, "accel.wgt", [cl])
+    s[xp].compute_inline()
+    o, y, *_ = s[c].axes
     o_outer, o_inner = s[c].split(o, toc)
-    h_outer, h_inner = s[c].split(h, th)
+    h_outer, h_inner = s[c].split(y, th)
     s[c].reorder(o_outer, h_outer, o_inner, h_inner)
     s[cl].compute_at(s[c], h_outer)
     co, chh, cv, cb, cj = s[cl].axes
@@ -278,4 +377,4 @@ def conv2d_schedule(ic: int, hp: int, wp: int, oc: int, kh: int, kw: int, stride
     s[xl].compute_at(s[cl], ic_outer)
     s[wl].compute_at(s[cl], ic_outer)
     s[cl].tensorize(cb, AccelGemmIntrin.for_config(cfg))
-    return s, [x, w, c]
+    return s, [x, wt, c]
