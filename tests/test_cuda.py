@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -233,7 +234,7 @@ def test_tiled_matmul_source() -> None:
     g = matmul_group((256, 128), (128, 192))
     cfg = Config()
     text = source(g.lower(cfg))
-    kernel = text[text.index("__global__"):text.index('extern "C" int')]
+    kernel = text[text.index("__global__"):text.index(f'extern "C" int {g.name}_launch')]
     assert {"block_m", "block_n", "thread_m", "thread_n", "tile_k"} <= set(cfg.space)
     assert kernel.count("__global__") == 1 and "__launch_bounds__(256)" in kernel
     assert "__shared__ float A_shared[1024];" in kernel and "__shared__ float B_shared[1024];" in kernel
@@ -248,14 +249,21 @@ def test_tiled_matmul_source() -> None:
     assert "matmul_local[" in kernel[first:second] and "+ (A_shared[" in kernel[first:second]
 
 
+def test_per_thread_arrays_stay_small(funcs: list[PrimFunc]) -> None:
+    """Accumulators are a thread's own tile (registers), never a block's or a tensor's."""
+    text = source(funcs)
+    local = re.findall(r"^ +(?:float|double|int\d+_t|bool) (\w+)\[(\d+)\];", text, re.M)
+    assert local and max(int(n) for _, n in local) <= 64, sorted(local, key=lambda d: -int(d[1]))[:3]
+
+
 def test_multi_stage_operator_is_several_launches_with_device_temporaries() -> None:
     g = op_group(Case("softmax", [(6, 100)], {"axis": -1}))
     text = source(g.lower())
-    host = text[text.index(f'extern "C" int {g.name}('):]
+    host = text[text.index(f'extern "C" int {g.name}_launch('):]  # the launches, then the host wrapper
     launches = [ln for ln in host.splitlines() if "TASO_LAUNCH" in ln]
     assert len(launches) == 6 and [ln.split("(")[1].split(",")[0] for ln in launches] == \
         [f"{g.name}_k{k}" for k in range(6)]
-    assert host.count("cudaMalloc") == 2 + 5  # the input, the output, five intermediate stages
+    assert host.count("cudaMalloc") == 5 + 2  # five intermediate stages, then the input and the output
     assert host.count("cudaMemcpyHostToDevice") == 1 and host.count("cudaMemcpyDeviceToHost") == 1
 
 

@@ -70,8 +70,8 @@ class CudaKernel:
     """A compiled PrimFunc: called with host numpy arrays; copies to and from the GPU on each call."""
 
     def __init__(self, name: str, params: list[Buffer], fn: ctypes._CFuncPtr,  # type: ignore[name-defined]
-                 error: ctypes._CFuncPtr) -> None:  # type: ignore[name-defined]
-        self.name, self.params, self.fn, self.error = name, params, fn, error
+                 launch_fn: ctypes._CFuncPtr, error: ctypes._CFuncPtr) -> None:  # type: ignore[name-defined]
+        self.name, self.params, self.fn, self.launch_fn, self.error = name, params, fn, launch_fn, error
 
     def __call__(self, *arrays: np.ndarray) -> None:
         if len(arrays) != len(self.params):
@@ -80,7 +80,15 @@ class CudaKernel:
             if a.shape != b.shape or a.dtype != np.dtype(b.dtype) or not a.flags.c_contiguous:
                 raise CodegenError(f"kernel {self.name!r}: {b.name} needs a contiguous {b.dtype} array of shape "
                                    f"{b.shape}, got {a.dtype} {a.shape}")
-        status = self.fn(*[a.ctypes.data for a in arrays])
+        self._check(self.fn(*[a.ctypes.data for a in arrays]))
+
+    def launch(self, *device_pointers: int) -> None:
+        """Launch on device buffers (addresses, e.g. torch's `data_ptr()`), no copies, no wait."""
+        if len(device_pointers) != len(self.params):
+            raise CodegenError(f"kernel {self.name!r} takes {len(self.params)} buffers, got {len(device_pointers)}")
+        self._check(self.launch_fn(*device_pointers))
+
+    def _check(self, status: int) -> None:
         if status != 0:
             raise CodegenError(f"cuda kernel {self.name!r} failed: {self.error(status).decode()}")
 
@@ -96,10 +104,11 @@ class CudaModule:
         error.restype, error.argtypes = ctypes.c_char_p, [ctypes.c_int]
         self.kernels: dict[str, CudaKernel] = {}
         for f in funcs:
-            fn = getattr(self.lib, f.name)
-            fn.restype = ctypes.c_int
-            fn.argtypes = [ctypes.c_void_p] * len(f.params)
-            self.kernels[f.name] = CudaKernel(f.name, f.params, fn, error)
+            fns = [getattr(self.lib, f.name), getattr(self.lib, f"{f.name}_launch")]
+            for fn in fns:
+                fn.restype = ctypes.c_int
+                fn.argtypes = [ctypes.c_void_p] * len(f.params)
+            self.kernels[f.name] = CudaKernel(f.name, f.params, *fns, error)
 
     def __getitem__(self, name: str) -> CudaKernel:
         return self.kernels[name]

@@ -40,7 +40,7 @@ from codegen.lower.ir import (
     walk_stmts,
 )
 from codegen.lower.printer import Names
-from codegen.lower.simplify import Ranges, bounds, linear, simplify
+from codegen.lower.simplify import Ranges, linear, simplify
 from codegen.schedule.schedule import LoopKind
 from codegen.te.expr import Const, Expr, Load, Var, walk
 
@@ -57,7 +57,7 @@ __device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(
 #ifndef TASO_LAUNCH
 #define TASO_LAUNCH(kernel, grid, block, ...) kernel<<<grid, block>>>(__VA_ARGS__)
 #endif
-#define TASO_CHECK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { status = (int)e_; goto done; } } while (0)
+#define TASO_CHECK(x) do { int e_ = (int)(x); if (e_ != 0) { status = e_; goto done; } } while (0)
 extern "C" const char* taso_cuda_error_string(int code) {
   return code == -1 ? "no CUDA device is available" : cudaGetErrorString((cudaError_t)code);
 }
@@ -193,11 +193,11 @@ class CudaEmitter(CEmitter):
         return super().expr(e)
 
     def private_index(self, b: Buffer, index: Expr) -> Expr:
+        """The index with the thread terms dropped and the others renumbered (see `_privatize`)."""
         _, radix, _ = self.remap[b]
-        lin = linear(simplify(index))
         out: Expr = Const(0)
-        for atom, c in lin.terms.items():
-            if atom not in self.thread_vars:
+        for atom, c in linear(simplify(index, self.ranges)).terms.items():
+            if c in radix and not _is_thread(atom, self.thread_vars):
                 out = out + atom * radix[c]  # type: ignore[operator]
         return simplify(out)
 
@@ -207,27 +207,40 @@ class CudaEmitter(CEmitter):
     # ---- host wrapper --------------------------------------------------------------------------
 
     def host(self, f: PrimFunc, temps: list[Buffer], launches: list[Launch]) -> str:
-        """`int name(host pointers...)`: copies in, launches, copies out; 0, -1 (no device) or a cudaError_t."""
+        """Two entry points, each returning 0, -1 (no device) or a cudaError_t:
+        `name_launch(device pointers...)` allocates the intermediate buffers and launches the
+        kernels on the default stream (for a runtime that keeps tensors on the GPU), and
+        `name(host pointers...)` copies the inputs in, calls it, waits and copies the outputs back."""
         written = {s.buffer for s in walk_stmts(f.body) if isinstance(s, Store)}
         handles = {b: _Named(f"d_{self.names(b)}") for b in [*f.params, *temps]}  # kept alive: Names keys by id
         dev = {b: self.names(h) for b, h in handles.items()}
-        params = ", ".join(f"{C_TYPES[b.dtype]}* {self.names(b)}" for b in f.params)
-        lines = [f'extern "C" int {f.name}({params}) {{',
-                 "  int status = 0, devices = 0;"]
-        lines += [f"  {C_TYPES[b.dtype]}* {d} = NULL;" for b, d in dev.items()]
-        lines += ["  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) return -1;"]
-        for b, d in dev.items():
-            lines.append(f"  TASO_CHECK(cudaMalloc((void**)&{d}, {max(1, _nbytes(b))}));")
-        copy = "  TASO_CHECK(cudaMemcpy({}, {}, {}, cudaMemcpy{}));"
-        lines += [copy.format(dev[b], self.names(b), _nbytes(b), "HostToDevice") for b in f.params if b not in written]
+
+        def decl(bufs: list[Buffer], names: dict[Buffer, str]) -> str:
+            return ", ".join(f"{C_TYPES[b.dtype]}* {names[b]}" for b in bufs)
+
+        lines = [f'extern "C" int {f.name}_launch({decl(f.params, dev)}) {{', "  int status = 0;"]
+        lines += [f"  {C_TYPES[b.dtype]}* {dev[b]} = NULL;" for b in temps]
+        lines += [f"  TASO_CHECK(cudaMalloc((void**)&{dev[b]}, {max(1, _nbytes(b))}));" for b in temps]
         for k in launches:
             args = ", ".join(dev[b] for b in k.buffers)
             lines.append(f"  TASO_LAUNCH({k.name}, dim3({k.dims('blockIdx')}), dim3({k.dims('threadIdx')}), {args});")
             lines.append("  TASO_CHECK(cudaGetLastError());")
-        lines.append("  TASO_CHECK(cudaDeviceSynchronize());")
-        lines += [copy.format(self.names(b), dev[b], _nbytes(b), "DeviceToHost") for b in f.params if b in written]
         lines.append("done:")
-        lines += [f"  cudaFree({d});" for d in dev.values()]
+        lines += [f"  cudaFree({dev[b]});" for b in temps]
+        lines += ["  return status;", "}"]
+
+        host_names = {b: self.names(b) for b in f.params}
+        lines += [f'extern "C" int {f.name}({decl(f.params, host_names)}) {{', "  int status = 0, devices = 0;"]
+        lines += [f"  {C_TYPES[b.dtype]}* {dev[b]} = NULL;" for b in f.params]
+        lines += ["  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) return -1;"]
+        lines += [f"  TASO_CHECK(cudaMalloc((void**)&{dev[b]}, {max(1, _nbytes(b))}));" for b in f.params]
+        copy = "  TASO_CHECK(cudaMemcpy({}, {}, {}, cudaMemcpy{}));"
+        lines += [copy.format(dev[b], host_names[b], _nbytes(b), "HostToDevice") for b in f.params if b not in written]
+        lines += [f"  TASO_CHECK({f.name}_launch({', '.join(dev[b] for b in f.params)}));",
+                  "  TASO_CHECK(cudaDeviceSynchronize());"]
+        lines += [copy.format(host_names[b], dev[b], _nbytes(b), "DeviceToHost") for b in f.params if b in written]
+        lines.append("done:")
+        lines += [f"  cudaFree({dev[b]});" for b in f.params]
         lines += ["  return status;", "}"]
         return "\n".join(lines) + "\n"
 
@@ -275,6 +288,10 @@ def _globals(s: Stmt, params: list[Buffer], temps: list[Buffer]) -> list[Buffer]
     return [b for b in [*params, *temps] if b in used]
 
 
+def _is_thread(atom: Expr, thread_vars: dict[Var, str]) -> bool:
+    return isinstance(atom, Var) and thread_vars.get(atom, "").startswith("threadIdx")
+
+
 def _privatize(b: Buffer, body: Stmt, thread_vars: dict[Var, str],
                ranges: Ranges) -> tuple[dict[str, int], dict[int, int], int] | None:
     """(weight of each thread tag, new weight of each old coefficient, size) for a local buffer
@@ -292,10 +309,12 @@ def _privatize(b: Buffer, body: Stmt, thread_vars: dict[Var, str],
     weights: dict[str, int] | None = None
     digits: dict[int, int] = {}  # coefficient -> number of values
     for index in indices:
-        lin = linear(simplify(index))
+        lin = linear(simplify(index, ranges))
         w: dict[str, int] = {}
         for atom, c in lin.terms.items():
-            if atom in thread_vars:
+            if isinstance(atom, Var) and ranges.get(atom) == (0, 0):
+                continue  # a loop of one trip (a block index over a single block)
+            if _is_thread(atom, thread_vars):
                 tag = thread_vars[atom]  # type: ignore[index]
                 if w.get(tag, c) != c:
                     return None
@@ -318,11 +337,4 @@ def _privatize(b: Buffer, body: Stmt, thread_vars: dict[Var, str],
         size *= digits[c]
     if size >= b.size:
         return None
-    # check against bounds: every renumbered index stays inside the new array
-    for index in indices:
-        lin = linear(simplify(index))
-        new = sum((radix[c] * atom for atom, c in lin.terms.items() if atom not in thread_vars), Const(0))
-        lo, hi = bounds(simplify(new), ranges)
-        if lo < 0 or hi >= size:
-            return None
     return weights, radix, size

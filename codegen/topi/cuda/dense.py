@@ -11,9 +11,7 @@ else the anchor read by its element-wise consumer, e.g. `relu(a @ b + bias)`); t
 emitter keeps each thread's part of it in registers.
 
 Conv2d: each thread computes `tile_oc` output channels of one output pixel, so every input
-value it loads serves `tile_oc` multiply-adds; the pixels of consecutive threads are
-neighbours (coalesced loads); bias and activation are applied as the tile leaves the
-registers.
+value it loads serves `tile_oc` multiply-adds; bias and activation follow in a second kernel.
 """
 
 from __future__ import annotations
@@ -74,8 +72,10 @@ def schedule_matmul(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
     bj, jj = main.split(j, bn)
     tx, xi = main.split(jj, tn)
     main.reorder(*batch, bi, bj, ty, tx, yi, xi)
-    if batch:
-        main.bind(fuse_all(main, batch), "blockIdx.z")
+    if batch and batch[-1].extent <= 65535:
+        # the last batch axis only: a fused one's `//` and `%` would hide the accumulator's
+        # region from bound inference; the others stay serial loops around the blocks
+        main.bind(batch[-1], "blockIdx.z")
     main.bind(bi, "blockIdx.y")
     main.bind(bj, "blockIdx.x")
     main.bind(ty, "threadIdx.y")
@@ -103,26 +103,25 @@ def schedule_matmul(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
 
 @register_schedule("conv2d", target="cuda")
 def schedule_conv2d(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:
-    """Knobs: tile_oc (output channels per thread), threads (per block)."""
+    """Knobs: tile_oc (output channels per thread), threads (per block).
+
+    The accumulator's channel axis is axis 1 of an NCHW accumulator, the last of a
+    channels-last one. Each thread accumulates its channels in place (its own elements of
+    the accumulator, `__restrict__`, so nvcc keeps them in registers across the reduction);
+    no per-thread stage is attached inside the fused pixel loop, whose `//` and `%` bound
+    inference cannot see through. The epilogue (bias, activation, the NCHW output of a
+    channels-last accumulator) is a second kernel, one thread per element."""
     threads = threads_knob(cfg)
-    oc = anchor.shape[1]
-    tile_oc = min(oc, cfg.knob("tile_oc", (1, 2, 4, 8), default=4 if oc % 4 == 0 else 1))
-    consumer = elementwise_consumer(s, anchor)
-    if consumer is not None:
-        main, acc = consumer, s[anchor]
-    else:
-        main = s[anchor]
-        acc = s[s.cache_write(anchor, "local")]
+    chan = 1 if anchor.op.attrs.get("layout", "NCHW") == "NCHW" else anchor.ndim - 1
+    channels = anchor.shape[chan]
+    tile_oc = min(channels, cfg.knob("tile_oc", (1, 2, 4, 8), default=4 if channels % 4 == 0 else 1))
+    acc = s[anchor]
     for out in outputs:
-        if s[out] is not main:
+        if s[out] is not acc:
             bind_elements(s[out], threads)
-    b, o, y, x = main.leaf
-    oo, oi = main.split(o, tile_oc)
-    main.reorder(b, oo, y, x, oi)
-    tx = bind_elements(main, threads, [b, oo, y, x])
-    main.unroll(oi)
-    assert tx is not None
-    acc.compute_at(main, tx)
-    _, ao, _, _, r = acc.leaf
-    acc.reorder(r, ao)
-    acc.unroll(ao)
+    (r,) = acc.reduce_axes
+    _, oi = acc.split(acc.leaf[chan], tile_oc)
+    pixels = [ax for ax in acc.leaf if ax not in (oi, r)]
+    acc.reorder(*pixels, r, oi)
+    bind_elements(acc, threads, pixels)
+    acc.unroll(oi)
