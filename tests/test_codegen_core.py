@@ -375,6 +375,26 @@ def test_tensorize_with_the_whole_reduction_inside_resets_the_tile() -> None:
     assert [e for _, e, _ in loops(f)] == [4, 4] and calls[0].params["reset"] is True
 
 
+def test_tensorize_takes_the_factors_in_either_order_and_of_one_tensor() -> None:
+    a = te.placeholder((16, 16), name="A")
+    b = te.placeholder((16, 16), name="B")
+    r, r2 = te.reduce_axis(16, "k"), te.reduce_axis(16, "k2")
+    swapped = te.compute((16, 16), lambda i, j: te.sum(b[r, j] * a[i, r], axis=r), name="S")
+    square = te.compute((16, 16), lambda i, j: te.sum(a[i, r2] * a[r2, j], axis=r2), name="Q")
+    for out, args, name in ((swapped, [a, b, swapped], "tz_swapped"), (square, [a, square], "tz_square")):
+        s = create_schedule(out)
+        i, j = s[out].axes
+        io, ii = s[out].split(i, factor=4)
+        s[out].reorder(io, ii, j, *s[out].reduce_axes)
+        s[out].tensorize(ii, GemmIntrin("gemm", 4, 16, 16))
+        f = lower(s, args, name)
+        (call,) = [x for x in walk_stmts(f.body) if isinstance(x, Intrinsic)]
+        assert [r.loop_strides for r in call.regions] == [(16, 1, 0), (16, 0, 1), (0, 1, 16)]
+        x, y = rand(16, 16), rand(16, 16)
+        got = run(f, x, y, out_shapes=[(16, 16)]) if out is swapped else run(f, x, out_shapes=[(16, 16)])
+        np.testing.assert_allclose(got[0], x @ y if out is swapped else x @ x, rtol=1e-4, atol=1e-4)
+
+
 def test_tensorize_wrong_tile_shape_is_rejected() -> None:
     s, a, b, c = tensorized_matmul(4, 16, 8, intrin=GemmIntrin("gemm", 4, 8, 8))
     with pytest.raises(ScheduleError, match="extents"):

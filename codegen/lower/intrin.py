@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from codegen.errors import ScheduleError
+from codegen.lower.ir import Region
 from codegen.te.expr import Binary, Cast, Expr
 from codegen.te.tensor import Reduce, Tensor, TensorRead
 
@@ -49,7 +50,8 @@ class GemmIntrin:
             raise ScheduleError(f"tensorize {self.name!r}: the inner loops of {stage.name!r} must be "
                                 f"(row, column, reduction), got ({', '.join(iv.name for iv in leaf)})")
 
-    def input_order(self, body: Expr) -> list[Tensor]:
+    def operands(self, body: Expr) -> list[TensorRead]:
+        """The two factors' reads, in the body's order (`arrange` puts them in A, B order)."""
         assert isinstance(body, Reduce)
         src = body.source
         while isinstance(src, Cast):
@@ -60,5 +62,18 @@ class GemmIntrin:
                 side = side.value
             if not isinstance(side, TensorRead):
                 raise ScheduleError(f"tensorize {self.name!r}: both factors must be tensor reads")
-            reads.append(side.tensor)
+            reads.append(side)
         return reads
+
+    def input_order(self, body: Expr) -> list[Tensor]:
+        return [r.tensor for r in self.operands(body)]
+
+    def arrange(self, x: Region, y: Region) -> tuple[Region, Region]:
+        """The factors' tiles as (A, B): A moves with the rows and not the columns, B the other way
+        (so `b[k, j] * a[i, k]` is the same GEMM as `a[i, k] * b[k, j]`)."""
+        if x.loop_strides[1] != 0 and y.loop_strides[1] == 0:
+            x, y = y, x
+        if x.loop_strides[1] != 0 or y.loop_strides[0] != 0:
+            raise ScheduleError(f"tensorize {self.name!r}: the factors are not a matrix product's "
+                                f"(tile steps {x.loop_strides} and {y.loop_strides} over rows, columns, reduction)")
+        return x, y

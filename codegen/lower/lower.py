@@ -402,12 +402,12 @@ def _tensorize(low: _Lowering, st: Stage, k: int, ext: dict[IterVar, int], first
     out_idx = [simplify(substitute(iv.var, values), low.ranges) - o for iv, o in zip(st.axes, place.origin)]
     loops = [iv.var for iv in inner]
     regions = [Region(place.buffer, _origin(low, place.buffer, out_idx, free), _steps(place.buffer, out_idx, loops))]
-    body = low.bodies[st]
-    for t in intrin.input_order(body):
-        p = low.places[t.op]
-        read = next(r for r in _reads(low, st, t.op))
+    factors = []
+    for read in intrin.operands(low.bodies[st]):
+        p = low.places[read.tensor.op]
         idx = [simplify(substitute(i, values), low.ranges) - o for i, o in zip(read.indices, p.origin)]
-        regions.append(Region(p.buffer, _origin(low, p.buffer, idx, free), _steps(p.buffer, idx, loops)))
+        factors.append(Region(p.buffer, _origin(low, p.buffer, idx, free), _steps(p.buffer, idx, loops)))
+    regions += intrin.arrange(*factors)
     return Intrinsic(intrin.name, tuple(regions), {"reset": first, **intrin.params})
 
 
