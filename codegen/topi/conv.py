@@ -103,11 +103,10 @@ def _epilogue(acc: Tensor, bias: Tensor | None, act: str, channel_axis: int,
         return acc
 
     def body(*idx: Expr) -> Expr:
-        v = acc[idx]
-        if bias is not None:
-            ch = idx[channel_axis] if block is None else te.min_(idx[channel_axis] * block + idx[-1], bias.shape[0] - 1)
-            v = v + bias[(ch,)]
-        return activation(v, act)
+        ch = idx[channel_axis]
+        if block is not None and bias is not None:  # (block, lane); padded lanes read the last bias
+            ch = te.min_(ch * block + idx[-1], bias.shape[0] - 1)
+        return _finish(acc[idx], bias, ch, act)
 
     return te.compute(acc.shape, body, name="conv_out", tag="injective")
 
