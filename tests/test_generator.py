@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -16,7 +18,7 @@ from taso_py.generator.implied import derivable
 from taso_py.generator.pipeline import Checkpoint, Settings, generate
 from taso_py.generator.world import WORLDS, Input, World
 from taso_py.library.syntax import format_expr, format_rule, format_term, parse_rule
-from taso_py.library.terms import term_names
+from taso_py.library.terms import Apply, term_names, walk
 from verifier.prover import prove
 
 MATRIX = {"a": [4, 4], "b": [4, 4], "c": [4, 4]}
@@ -148,6 +150,64 @@ def test_common_subgraph_and_products_are_pruned():
         "(matmul(a, b), matmul(a, c)) == (split(matmul(a, concat(b, c, axis=1)), axis=1, "
         "sizes=[dim(b, 1), dim(c, 1)])[0], split(matmul(a, concat(b, c, axis=1)), axis=1, "
         "sizes=[dim(b, 1), dim(c, 1)])[1])"))
+
+
+MERGE = "split(matmul(a, concat(b, c, axis=1)), axis=1, sizes=[dim(b, 1), dim(c, 1)])"
+
+
+def test_a_smaller_rule_under_a_common_context_is_pruned():
+    # relu on top of both sides: matmul associativity under a relu
+    rule = parse_rule("relu(matmul(matmul(a, b), c)) == relu(matmul(a, matmul(b, c)))")
+    assert format_rule(cand.context(rule)) == "matmul(matmul(a, b), c) == matmul(a, matmul(b, c))"
+    assert cand.in_context(rule, MATRIX, 0)
+    # the same operator with two arguments that differ: two smaller rules, each of which holds
+    two = parse_rule("add(transpose(transpose(a, perm=[1, 0]), perm=[1, 0]), matmul(matmul(a, b), c)) == "
+                     "add(a, matmul(a, matmul(b, c)))")
+    assert len(cand.context(two).src) == 2 and cand.in_context(two, MATRIX, 0)
+    # a merge under a relu on each output is the merge: one pair per output
+    merged = parse_rule(f"(relu(matmul(a, b)), relu(matmul(a, c))) == (relu({MERGE}[0]), relu({MERGE}[1]))")
+    assert cand.in_context(merged, MATRIX, 0)
+    assert format_rule(cand.context(merged)) == f"(matmul(a, b), matmul(a, c)) == ({MERGE}[0], {MERGE}[1])"
+    # two outputs over the same smaller rule are that rule
+    shared = parse_rule("(relu(matmul(matmul(a, b), c)), transpose(matmul(matmul(a, b), c), perm=[1, 0])) == "
+                        "(relu(matmul(a, matmul(b, c))), transpose(matmul(a, matmul(b, c)), perm=[1, 0]))")
+    assert len(cand.context(shared).src) == 1 and cand.in_context(shared, MATRIX, 0)
+    # three differing pairs would make a smaller rule of three outputs, which no library holds
+    three = parse_rule("(add(relu(a), relu(b)), relu(c)) == (add(relu(relu(a)), relu(relu(b))), relu(relu(c)))")
+    assert cand.context(three) is None
+
+
+def test_rules_that_are_not_a_smaller_rule_in_a_context_are_kept():
+    # different operators or attributes on top: the rule itself is the smallest form
+    assert cand.context(parse_rule("relu(conv2d(a, b, stride=[1, 1], pad=[1, 1, 1, 1], groups=1, act=none)) == "
+                                   "conv2d(a, b, stride=[1, 1], pad=[1, 1, 1, 1], groups=1, act=relu)")) is None
+    assert cand.context(parse_rule("concat(a, b, axis=0) == concat(a, b, axis=1)")) is None
+    # the merge with its relu fused after the matmul: a split on one side, relus on the other
+    fused = parse_rule("(relu(matmul(a, b)), relu(matmul(a, c))) == "
+                       "(split(relu(matmul(a, concat(b, c, axis=1))), axis=1, sizes=[dim(b, 1), dim(c, 1)])[0], "
+                       "split(relu(matmul(a, concat(b, c, axis=1))), axis=1, sizes=[dim(b, 1), dim(c, 1)])[1])")
+    assert cand.context(fused) is None and not cand.in_context(fused, MATRIX, 0)
+    # the same top, but the arguments are not equal on their own: commutativity is no smaller rule
+    commuted = parse_rule("matmul(transpose(b, perm=[1, 0]), transpose(a, perm=[1, 0])) == "
+                          "transpose(matmul(a, b), perm=[1, 0])")
+    assert cand.context(commuted) is None
+    swapped = parse_rule("add(matmul(a, b), c) == add(c, matmul(a, b))")
+    assert cand.context(swapped) is not None and not cand.in_context(swapped, MATRIX, 0)
+
+
+def test_a_narrow_world_keeps_its_larger_graphs_to_the_narrow_operators():
+    world = World("m", (Input("a", (2, 2)), Input("b", (2, 2))), ("matmul", "add", "relu", "transpose"),
+                  narrow_above=2, narrow_ops=("matmul", "relu"))
+    graphs = [g for r in range(shard_count(world, 0)) for g in enumerate_shard(world, r, 3, 0)]
+    whole = replace(world, narrow_above=None)
+    wide = [g for r in range(shard_count(whole, 0)) for g in enumerate_shard(whole, r, 3, 0)]
+    ops_of = [{t.op for out in g.outputs for t in walk(out) if isinstance(t, Apply)} for g in graphs]
+    assert all(o <= {"matmul", "relu"} for g, o in zip(graphs, ops_of) if g.size == 3)
+    assert any("add" in o for g, o in zip(graphs, ops_of) if g.size == 2)
+    small = {(g.outputs, g.prints) for g in wide if g.size <= 2}
+    assert small == {(g.outputs, g.prints) for g in graphs if g.size <= 2}  # smaller graphs all there
+    assert len(graphs) < len(wide)
+    assert not world.narrow(2) and world.narrow(3) and not replace(world, narrow_above=None).narrow(9)
 
 
 CONV_RELU = ("relu(conv2d(a, b, stride=[1, 1], pad=[1, 1, 1, 1], groups=1, act=none)) == "

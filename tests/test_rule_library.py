@@ -46,8 +46,9 @@ def test_small_generation_is_all_proved_and_has_the_expected_rules(small_library
     assert "transpose(transpose(a, perm=[1, 0]), perm=[1, 0]) == a" in texts
     counts = library.generator["counts"]
     stages = list(counts)
-    assert stages[:6] == ["graphs", "pairs", "candidates", "renaming", "common-subgraph", "products"]
-    assert counts["graphs"] > counts["pairs"] >= counts["candidates"] >= counts["renaming"] >= counts["products"]
+    assert stages[:7] == ["graphs", "pairs", "renaming", "common-subgraph", "context", "products", "candidates"]
+    assert (counts["graphs"] > counts["pairs"] >= counts["renaming"] >= counts["common-subgraph"] >= counts["context"]
+            >= counts["products"] >= counts["candidates"])
     assert counts["final"] == len(library) and counts["implied"] <= counts["final"]
 
 

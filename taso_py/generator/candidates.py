@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -60,7 +61,12 @@ def rule_of(src: Graph, dst: Graph) -> Rule:
 
 def second_test(rule: Rule, world: World, seed: int) -> bool:
     """The rule holds on the world's shapes with float64 inputs and the numpy semantics."""
-    inst = Instance({i.name: i.shape for i in world.inputs if i.name in rule.variables()}, {})
+    return holds(rule, {i.name: i.shape for i in world.inputs if i.name in rule.variables()}, seed)
+
+
+def holds(rule: Rule, shapes: dict[str, Any], seed: int) -> bool:
+    """The rule holds on these shapes of its variables with float64 inputs and the numpy semantics."""
+    inst = Instance({v: tuple(s) for v, s in shapes.items()}, {})
     return check_instance(rule, inst, np.random.default_rng(seed)) is None
 
 
@@ -141,6 +147,47 @@ def has_common_subgraph(rule: Rule) -> bool:
     src = set().union(*(applications(t) for t in rule.src))
     dst = set().union(*(applications(t) for t in rule.dst))
     return bool(src & dst)
+
+
+def context(rule: Rule) -> Rule | None:
+    """The smaller rule that `rule` applies under a common context, if it has that form.
+
+    On every output both sides apply the same operator with the same attributes (or pick the
+    same output of one), and the arguments in which they differ, paired up, make the smaller
+    rule: `relu(matmul(a, b)) == relu(X)` is `matmul(a, b) == X` under a relu. If the smaller
+    rule holds, `rule` follows from it by congruence (TASO's common-subgraph pruning looks at
+    the inputs' side; this is the outputs'). At most two pairs, the most outputs a rule has, so
+    that the smaller rule is one a library can hold: a merge under a relu on each output is the
+    merge, and two outputs over one smaller rule are that rule."""
+    pairs: list[tuple[Term, Term]] = []
+    for s, d in zip(rule.src, rule.dst):
+        found = _differing(s, d)
+        if found is None:
+            return None
+        pairs += [p for p in found if p not in pairs]
+    if not pairs or len(pairs) > MAX_PAIRS:
+        return None
+    return Rule(tuple(p for p, _ in pairs), tuple(q for _, q in pairs))
+
+
+MAX_PAIRS = 2
+
+
+def _differing(s: Term, d: Term) -> list[tuple[Term, Term]] | None:
+    if isinstance(s, Pick) and isinstance(d, Pick):
+        if s.index != d.index:
+            return None
+        s, d = s.term, d.term
+    if not (isinstance(s, Apply) and isinstance(d, Apply)) or (s.op, s.attrs, len(s.args)) != (
+            d.op, d.attrs, len(d.args)):
+        return None
+    return [(a, b) for a, b in zip(s.args, d.args) if a != b]
+
+
+def in_context(rule: Rule, shapes: dict[str, Any], seed: int) -> bool:
+    """`rule` is a smaller rule that holds (numerically, as a candidate must) under a context."""
+    smaller = context(rule)
+    return smaller is not None and holds(smaller, shapes, seed) and holds(smaller, shapes, seed + 1)
 
 
 def is_product(rule: Rule) -> bool:

@@ -206,9 +206,14 @@ def enumerate_shard(world: World, root: int, max_ops: int, seed: int) -> list[Gr
             graphs.append(graph)
         if len(nodes) == max_ops:
             return
+        narrow = world.narrow(len(nodes) + 1)
+        if narrow and any(n.term.op not in world.narrow_ops for n in nodes):
+            return  # a larger graph may only use the narrow operators
         available = list(ctx.inputs) + [t for n in nodes for t in n.outputs]
         for node in ctx.applications(available):
             if node.id in key or (node.source is not None and node.source <= root):
+                continue
+            if narrow and node.term.op not in world.narrow_ops:
                 continue
             visit((*nodes, node))
 

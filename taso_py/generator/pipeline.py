@@ -61,28 +61,27 @@ def task_enumerate(world: World, root: int, max_ops: int, seed: int) -> list[Gra
     return enumerate_shard(world, root, max_ops, seed)
 
 
-def task_test(pairs: list[tuple[Graph, Graph]], worlds: dict[str, World], seed: int
-              ) -> list[tuple[str, str, dict[str, list[int]], int] | None]:
-    """Second numeric test and canonical form of each pair: (text, world, shapes, size) or None."""
+def task_canonical(pairs: list[tuple[Graph, Graph]], worlds: dict[str, World]
+                   ) -> list[tuple[str, str, dict[str, list[int]], int]]:
+    """The canonical form of each pair's rule: (text, world, shapes of its variables, size)."""
     out = []
     for g, rep in pairs:
-        rule = cand.rule_of(g, rep)
-        world = worlds[g.world]
-        if not cand.second_test(rule, world, seed):
-            out.append(None)
-            continue
-        renamed, text, names = cand.canonical(rule)
-        shapes = {names[i.name]: list(i.shape) for i in world.inputs if i.name in names}
-        out.append((text, world.name, shapes, cand.size(renamed)))
+        renamed, text, names = cand.canonical(cand.rule_of(g, rep))
+        shapes = {names[i.name]: list(i.shape) for i in worlds[g.world].inputs if i.name in names}
+        out.append((text, g.world, shapes, cand.size(renamed)))
     return out
 
 
-def task_prune(texts: list[str]) -> list[str]:
-    """TASO's syntactic pruning of each candidate: "common-subgraph", "product" or "kept"."""
+def task_prune(texts: list[tuple[str, dict[str, list[int]]]], seed: int) -> list[str]:
+    """Syntactic pruning of each candidate (TASO's common subgraph, a smaller rule under a common
+    context, a product of two rules), then the second numeric test: the stage that drops it, or "kept"."""
     out = []
-    for text in texts:
+    for text, shapes in texts:
         rule = parse_rule(text)
-        out.append("common-subgraph" if cand.has_common_subgraph(rule) else "product" if cand.is_product(rule)
+        out.append("common-subgraph" if cand.has_common_subgraph(rule)
+                   else "context" if cand.in_context(rule, shapes, seed)
+                   else "product" if cand.is_product(rule)
+                   else "second-test" if not cand.holds(rule, shapes, seed)
                    else "kept")
     return out
 
@@ -180,31 +179,34 @@ def generate(settings: Settings, executor: Executor, checkpoint: Checkpoint, pro
         graphs += found
     stage("graphs", t, len(graphs))
 
-    # 2. pair graphs with equal fingerprints; second test and canonical form
+    # 2. pair graphs with equal fingerprints; one canonical text per rule up to renaming
     t = time.perf_counter()
     pairs = list(cand.pair(graphs))
     report.counts["pairs"] = len(pairs)
     del graphs
-    advance = progress("test", len(pairs))
-    chunks = _chunks(pairs, 500)
-    tested = [r for rs in _run(executor, task_test, [(c, by_name, settings.seed + 1) for c in chunks],
-                               advance, lambda task: len(task[0])) for r in rs]
-    passed = [r for r in tested if r is not None]
-    stage("candidates", t, len(passed))
-
-    # 3. syntactic pruning
-    t = time.perf_counter()
+    advance = progress("canonical", len(pairs))
     unique: dict[str, tuple[str, dict, int]] = {}
-    for text, world, shapes, size in passed:
-        unique.setdefault(text, (world, shapes, size))
-    report.counts["renaming"] = len(unique)
+    for found in _run(executor, task_canonical, [(c, by_name) for c in _chunks(pairs, 500)], advance,
+                      lambda task: len(task[0])):
+        for text, world, shapes, size in found:
+            unique.setdefault(text, (world, shapes, size))
+    del pairs
+    stage("renaming", t, len(unique))
+
+    # 3. syntactic pruning, then a second numeric test (float64, the numpy semantics) of what is left
+    t = time.perf_counter()
     texts = list(unique)
     advance = progress("prune", len(texts))
-    verdicts = [v for vs in _run(executor, task_prune, [(c,) for c in _chunks(texts, 2000)], advance,
-                                 lambda task: len(task[0])) for v in vs]
-    report.counts["common-subgraph"] = sum(v != "common-subgraph" for v in verdicts)
+    verdicts = [v for vs in _run(executor, task_prune,
+                                 [([(k, unique[k][1]) for k in c], settings.seed + 1) for c in _chunks(texts, 1000)],
+                                 advance, lambda task: len(task[0])) for v in vs]
+    left = len(texts)
+    for name, verdict in (("common-subgraph", "common-subgraph"), ("context", "context"), ("products", "product")):
+        left -= sum(v == verdict for v in verdicts)
+        report.counts[name] = left
     kept = {k: unique[k] for k, v in zip(texts, verdicts) if v == "kept"}
-    stage("products", t, len(kept))
+    del unique
+    stage("candidates", t, len(kept))
 
     # 4. verify and generalize in waves of growing size: a candidate that the rules kept so far
     # already imply is never sent to Z3 (most large candidates are small rules in a context)
@@ -324,5 +326,5 @@ def _info(info: dict[str, Any]) -> dict[str, Any]:
 
 def _world_json(w: World) -> dict[str, Any]:
     return {"name": w.name, "ops": list(w.ops), "extra_ops": w.extra_ops, "weight_ops": w.weight_ops,
-            "data_ops": w.data_ops,
+            "data_ops": w.data_ops, "narrow_above": w.narrow_above, "narrow_ops": list(w.narrow_ops),
             "inputs": [{"name": i.name, "shape": list(i.shape), "weight": i.weight} for i in w.inputs]}

@@ -38,10 +38,18 @@ class World:
     extra_ops: int = 0  # operators beyond --max-ops: a narrow world can afford to go deeper
     weight_ops: tuple[str, ...] | None = None  # the operators that may take weights only (None: all)
     data_ops: tuple[str, ...] | None = None  # the operators that may take data (None: all)
+    # graphs of more than `narrow_above` operators use only `narrow_ops` (None: no limit); a wide
+    # world stays whole where it is cheap and keeps to the operators models merge beyond that
+    narrow_above: int | None = None
+    narrow_ops: tuple[str, ...] = ()
 
     def may_apply(self, op: str, weights_only: bool) -> bool:
         allowed = self.weight_ops if weights_only else self.data_ops
         return allowed is None or op in allowed
+
+    def narrow(self, size: int) -> bool:
+        """Whether a graph of `size` operators may only use `narrow_ops`."""
+        return self.narrow_above is not None and size > self.narrow_above
 
     def input(self, name: str) -> Input:
         return next(i for i in self.inputs if i.name == name)
@@ -177,13 +185,17 @@ GEN_OPS: dict[str, GenOp] = {op.name: op for op in (
 TASO_OPS = tuple(GEN_OPS)
 
 # The default worlds. Dims are small (fast fingerprints) but distinct where roles differ.
+# The two wide worlds have every operator up to three; beyond, only the operators of the merges
+# (stacking, the layer, splitting, padding a kernel): with all of them, four operators over the
+# matrices alone made 6 million graphs and 129,313 candidates for the prover (see the README).
 WORLDS: tuple[World, ...] = (
     World("matrix", (Input("a", (4, 4)), Input("b", (4, 4)), Input("c", (4, 4))),
-          ("matmul", "add", "mul", "relu", "scalar_mul", "transpose", "concat", "split", "const_imm")),
+          ("matmul", "add", "mul", "relu", "scalar_mul", "transpose", "concat", "split", "const_imm"),
+          narrow_above=3, narrow_ops=("matmul", "concat", "split")),
     World("conv", (Input("x", (1, 2, 4, 4)), Input("w", (2, 2, 3, 3), weight=True),
                    Input("v", (2, 2, 3, 3), weight=True), Input("u", (2, 2, 1, 1), weight=True)),
           ("conv2d", "add", "relu", "maxpool2d", "avgpool2d", "concat", "split", "enlarge",
-           "const_iconv", "const_pool")),
+           "const_iconv", "const_pool"), narrow_above=3, narrow_ops=("conv2d", "concat", "split", "enlarge")),
     # Merges as models contain them: convolutions with biases (a 1x1 kernel `u` beside the 3x3 ones),
     # and projections of rank-3 activations, as in transformers. Stacking kernels and biases takes
     # two weight-only concats, so these worlds go one operator deeper, and stay small enough to:
