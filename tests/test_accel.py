@@ -82,6 +82,16 @@ def test_conv2d_matches_numpy(c: int, h: int, w: int, oc: int, kh: int, stride: 
     check("conv2d", (1, c, h, w), (oc, c, kh, kh), stride=stride, pad=pad, relu=relu)
 
 
+def test_run_layer_rejects_what_it_cannot_run() -> None:
+    x, w, bias, attrs = layer("conv2d", (2, 16, 4, 4), (16, 16, 1, 1))
+    with pytest.raises(CodegenError, match="batch-1"):
+        run_layer("conv2d", x, w, bias, attrs, CFG)
+    with pytest.raises(CodegenError, match="expected matmul"):
+        run_layer("matmul", x[0, 0], w[:, :, 0, 0][:8], None, LayerAttrs(), CFG)
+    with pytest.raises(CodegenError, match="int8"):
+        run_layer("conv2d", x[:1].astype(np.int32), w, bias, attrs, CFG)
+
+
 def test_int32_output_keeps_the_accumulators() -> None:
     check("conv2d", (1, 32, 8, 8), (32, 32, 3, 3), pad=1, relu=True, requant=False)
 

@@ -159,14 +159,19 @@ def run_layer(kind: str, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, 
     cfg = config or AccelConfig()
     if x.dtype != np.int8 or w.dtype != np.int8:
         raise CodegenError(f"accel: {kind} needs int8 input and weights, got {x.dtype} and {w.dtype}")
+    want = {"matmul": (2, 2), "conv2d": (4, 4)}.get(kind)
+    if want is None:
+        raise CodegenError(f"accel: no layer kind {kind!r} (conv2d, matmul)")
+    if (x.ndim, w.ndim) != want or (kind == "conv2d" and x.shape[0] != 1) or \
+            x.shape[-1 if kind == "matmul" else 1] != w.shape[0 if kind == "matmul" else 1]:
+        raise CodegenError(f"accel: {kind} of {x.shape} by {w.shape}: expected matmul (M, K) @ (K, N) or a batch-1 "
+                           f"conv2d (1, C, H, W) * (OC, C, KH, KW)")
     if kind == "matmul":
         m, k = x.shape
         n = w.shape[1]
         xs, ws, shape = x.T.reshape(k, m, 1), w.T.reshape(n, k, 1, 1), ConvShape.matmul(m, k, n)
-    elif kind == "conv2d":
-        xs, ws, shape = _device_conv(x[0], w, attrs, cfg)
     else:
-        raise CodegenError(f"accel: no layer kind {kind!r} (conv2d, matmul)")
+        xs, ws, shape = _device_conv(x[0], w, attrs, cfg)
     epi = Epilogue(bias=bias is not None, shift=attrs.shift, relu=attrs.relu)
     prog = conv2d_program(shape, epi, cfg, latency_hiding=latency_hiding, tiling=_tiling(shape, epi, cfg))
     icb, ocb = -(-shape.ic // cfg.block_in), -(-shape.oc // cfg.block_out)
@@ -208,9 +213,7 @@ def device_shape(shape: ConvShape, cfg: AccelConfig | None = None) -> ConvShape:
 def _device_conv(x: np.ndarray, w: np.ndarray, attrs: LayerAttrs,
                  cfg: AccelConfig) -> tuple[np.ndarray, np.ndarray, ConvShape]:
     c, h, wd = x.shape
-    oc, ic, kh, kw = w.shape
-    if ic != c:
-        raise CodegenError(f"accel: conv2d input has {c} channels, weights expect {ic}")
+    oc, _, kh, kw = w.shape
     shape = ConvShape(c, h, wd, oc, kh, kw, attrs.stride, attrs.pad)
     dev = device_shape(shape, cfg)
     if dev.kw == 1 and dev.iw == 1 and (kh, kw) != (1, 1):  # im2col
