@@ -10,7 +10,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +20,8 @@ from test_codegen_ops import CASES, Case
 
 from codegen import te
 from codegen.backends.c import build as build_c
-from codegen.backends.cuda import CudaModule, build, device_count, source
+from codegen.backends.cuda import CudaModule, build, device_count, nvcc, source
+from codegen.backends.cuda.build import NVCC_FLAGS
 from codegen.backends.cuda.emulate import build_emulated
 from codegen.errors import CodegenError
 from codegen.lower import PrimFunc, lower
@@ -83,12 +86,12 @@ def op_group(case: Case) -> Group:
                  list(case.opdef.ref(arrays, canonical)), np.dtype(case.dtype).kind != "f")
 
 
-def matmul_group(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> Group:
-    a, b = rand(*a_shape), rand(*b_shape)
+def matmul_group(a_shape: tuple[int, ...], b_shape: tuple[int, ...], data: bool = True) -> Group:
+    a, b = (rand(*a_shape), rand(*b_shape)) if data else (np.empty(0), np.empty(0))
     ta, tb = te.placeholder(a_shape, name="A"), te.placeholder(b_shape, name="B")
     (t,) = OPS["matmul"].shape([TensorType(a_shape), TensorType(b_shape)], None)
     (y,) = compute("matmul", [ta, tb], None, [t])
-    return Group(f"matmul{a_shape}x{b_shape}", [ta, tb], [y], [a, b], [np.matmul(a, b)])
+    return Group(f"matmul{a_shape}x{b_shape}", [ta, tb], [y], [a, b], [np.matmul(a, b)] if data else [])
 
 
 def matmul_bias_relu(m: int, k: int, n: int) -> Group:
@@ -247,6 +250,18 @@ def test_tiled_matmul_source() -> None:
     first, second = (i for i in range(len(kernel)) if kernel.startswith("__syncthreads", i))
     assert "A_shared[" in kernel[:first] and "= A[" in kernel[:first]
     assert "matmul_local[" in kernel[first:second] and "+ (A_shared[" in kernel[first:second]
+
+
+@needs_nvcc
+def test_large_matmul_keeps_its_accumulators_in_registers(tmp_path: Path) -> None:
+    """The 4096^3 default (128x128 tiles, 8x8 per thread): ptxas reports no spills and no stack."""
+    text = source(matmul_group((4096, 4096), (4096, 4096), data=False).lower())
+    cu = tmp_path / "mm.cu"
+    cu.write_text(text)
+    proc = subprocess.run([nvcc(), *NVCC_FLAGS, "-arch=sm_90", "-Xptxas", "-v", str(cu), "-o", str(tmp_path / "mm.so")],
+                          capture_output=True, text=True, check=True)
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in proc.stderr
+    assert "16384 bytes smem" in proc.stderr  # two 128x16 float tiles
 
 
 def test_per_thread_arrays_stay_small(funcs: list[PrimFunc]) -> None:

@@ -2,10 +2,11 @@
 
 Matmul (the classic CUDA SGEMM as a schedule): a block computes a `block_m x block_n` tile
 of C with `(block_m / thread_m) x (block_n / thread_n)` threads, each accumulating a
-`thread_m x thread_n` sub-tile in registers. The reduction runs in steps of `tile_k`; per
-step the block's threads cooperatively copy the A and B tiles it needs into shared memory
-(`cache_read(.., "shared")` computed at the step loop, its copy loops bound to the same
-threads), then each thread multiplies out of shared memory. The accumulator is the anchor
+`thread_m x thread_n` sub-tile (rows and columns strided by the thread counts) in registers.
+The reduction runs in steps of `tile_k`; per step the block's threads cooperatively copy the
+A and B tiles it needs into shared memory (`cache_read(.., "shared")` computed at the step
+loop, its copy loops bound to the same threads), then each thread multiplies out of shared
+memory. The accumulator is the anchor
 computed at the block's tile (a `cache_write` to "local" when the matmul is itself the output,
 else the anchor read by its element-wise consumer, e.g. `relu(a @ b + bias)`); the CUDA
 emitter keeps each thread's part of it in registers.
@@ -51,10 +52,11 @@ def schedule_matmul(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
     if not (attrs["has_m"] and attrs["has_n"]):
         schedule_stages(s, anchor, outputs, cfg)  # a matrix-vector product: one thread per output element
         return
-    bm = cfg.knob("block_m", (16, 32, 64, 128), default=64)
-    bn = cfg.knob("block_n", (16, 32, 64, 128), default=64)
-    tm = cfg.knob("thread_m", (1, 2, 4, 8), default=4)
-    tn = cfg.knob("thread_n", (1, 2, 4, 8), default=4)
+    big = anchor.shape[-2] >= 512 and anchor.shape[-1] >= 512  # 128x128 tiles, 8x8 per thread (64 registers)
+    bm = cfg.knob("block_m", (16, 32, 64, 128), default=128 if big else 64)
+    bn = cfg.knob("block_n", (16, 32, 64, 128), default=128 if big else 64)
+    tm = cfg.knob("thread_m", (1, 2, 4, 8), default=8 if big else 4)
+    tn = cfg.knob("thread_n", (1, 2, 4, 8), default=8 if big else 4)
     tk = cfg.knob("tile_k", (4, 8, 16, 32), default=16)
     consumer = elementwise_consumer(s, anchor)
     if consumer is not None:
@@ -67,10 +69,12 @@ def schedule_matmul(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
             bind_elements(s[out], threads_knob(cfg))
 
     *batch, i, j = main.leaf
+    # a thread's rows and columns are strided by the thread counts, so neighbouring threads read
+    # neighbouring words of the shared tiles (no bank conflicts) and write neighbouring outputs
     bi, ii = main.split(i, bm)
-    ty, yi = main.split(ii, tm)
+    yi, ty = main.split(ii, nparts=tm)
     bj, jj = main.split(j, bn)
-    tx, xi = main.split(jj, tn)
+    xi, tx = main.split(jj, nparts=tn)
     main.reorder(*batch, bi, bj, ty, tx, yi, xi)
     if batch and batch[-1].extent <= 65535:
         # the last batch axis only: a fused one's `//` and `%` would hide the accumulator's
@@ -87,8 +91,8 @@ def schedule_matmul(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
     acc.compute_at(main, bj)
     operands = _operands(acc)
     *_, ai, aj, k = acc.leaf
-    aty, ayi = acc.split(ai, tm)
-    atx, axi = acc.split(aj, tn)
+    ayi, aty = acc.split(ai, ty.extent)  # acc's axes span the whole matrix here: split by main's factors
+    axi, atx = acc.split(aj, tx.extent)
     ko, ki = acc.split(k, tk)
     acc.reorder(ko, aty, atx, ki, ayi, axi)
     acc.bind(aty, "threadIdx.y")
