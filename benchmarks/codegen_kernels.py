@@ -10,6 +10,10 @@ Usage: ``python -m benchmarks.codegen_kernels [--tune N] [--runs R] [--threads T
    and a C STREAM triad (a = b + s*c, OpenMP) for the machine's bandwidth; GB/s counts 16 bytes per
    element for the chain (3 reads, 1 write) and 12 for the triad.
 
+Threads: T for our kernels (OpenMP), ORT and torch; numpy keeps OpenBLAS's own count (all cores
+unless OPENBLAS_NUM_THREADS says otherwise, which must be set before Python starts). Idle OpenMP
+workers sleep (OMP_WAIT_POLICY=passive, as ORT's allow_spinning=0) unless --spin.
+
 "Best" is a grid search over a small part of each template's knob space, measured here
 (labelled "grid"), or with --tune N the tuner (codegen.tune) with N trials per kernel. Every
 figure is the median of R timed runs; contenders alternate in rounds, so load on the machine
@@ -287,7 +291,8 @@ def main(argv: list[str] | None = None) -> None:
     results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "processor": platform.processor(),
                                            "load_average": list(os.getloadavg())},
                                "threads": args.threads, "runs": args.runs,
-                               "omp_wait_policy": os.environ["OMP_WAIT_POLICY"]}
+                               "omp_wait_policy": os.environ["OMP_WAIT_POLICY"],
+                               "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default")}
     with tempfile.TemporaryDirectory() as tmp:
         records = Path(tmp) / "tuning.jsonl"
         if "matmul" in only:
