@@ -282,6 +282,25 @@ def test_multi_stage_operator_is_several_launches_with_device_temporaries() -> N
     assert host.count("cudaMemcpyHostToDevice") == 1 and host.count("cudaMemcpyDeviceToHost") == 1
 
 
+def test_launch_entry_takes_device_pointers() -> None:
+    """`name_launch`, for a runtime that keeps tensors on the GPU: no copies (in the emulation,
+    device pointers are host pointers)."""
+    g = op_group(Case("softmax", [(6, 100)], {"axis": -1}))
+    kernel = build_emulated(g.lower())[g.name]
+    out = np.zeros((6, 100), np.float32)
+    kernel.launch(g.arrays[0].ctypes.data, out.ctypes.data)
+    np.testing.assert_allclose(out, g.want[0], rtol=1e-5, atol=1e-6)
+    with pytest.raises(CodegenError, match="takes 2 buffers, got 1"):
+        kernel.launch(out.ctypes.data)
+
+
+@pytest.mark.skipif(device_count() > 0, reason="a CUDA device is present")
+def test_benchmark_says_it_cannot_run_without_a_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.cuda_kernels import main
+    assert main([]) == 0
+    assert "cannot run here (no CUDA device on this machine); nothing measured" in capsys.readouterr().out
+
+
 # ---- errors -----------------------------------------------------------------------------------
 
 def test_missing_nvcc_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:

@@ -77,12 +77,18 @@ def _include_dir() -> Path:
     return path
 
 
-def build_emulated(funcs: PrimFunc | Sequence[PrimFunc]) -> CudaModule:
-    """The kernels' CUDA source compiled for the CPU emulation; called like `cuda.build(...)`'s module."""
-    funcs = [funcs] if isinstance(funcs, PrimFunc) else list(funcs)
-    text = source(funcs)
+def compile_emulated(text: str) -> Path:
+    """A shared library of CUDA source `text` (ours: prelude, kernels, entry points, and any host
+    code around them) for the CPU emulation; cached by content hash like the C backend's."""
     path = compile_shared(text, extra=("-x", "c++", "-std=c++20", "-O1", "-pthread", "-Wno-attributes",
                                        "-I", str(_include_dir())))
     # the gcc driver does not link the C++ runtime (and links flags before the source): load it globally
     ctypes.CDLL("libstdc++.so.6", mode=ctypes.RTLD_GLOBAL)
-    return CudaModule(path, funcs, text)
+    return path
+
+
+def build_emulated(funcs: PrimFunc | Sequence[PrimFunc]) -> CudaModule:
+    """The kernels' CUDA source compiled for the CPU emulation; called like `cuda.build(...)`'s module."""
+    funcs = [funcs] if isinstance(funcs, PrimFunc) else list(funcs)
+    text = source(funcs)
+    return CudaModule(compile_emulated(text), funcs, text)
