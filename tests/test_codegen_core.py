@@ -289,6 +289,20 @@ def test_compute_at_of_a_fused_producer_uses_the_region_extents() -> None:
     np.testing.assert_allclose(run(f, x, kk, out_shapes=[(5, 8)])[0], conv1d_ref(x, kk), rtol=1e-5, atol=1e-5)
 
 
+def test_compute_at_under_an_upsampling_read_infers_one_row() -> None:
+    a = te.placeholder((5, 6), name="A")
+    t = te.compute((5, 6), lambda i, j: a[i, j] * 2.0, name="T")
+    up = te.compute((10, 12), lambda i, j: t[i // 2, j // 2] + 1.0, name="Up")
+    s = create_schedule(up)
+    jo, _ = s[up].split(s[up].axes[1], factor=5)
+    s[t].compute_at(s[up], jo)
+    f = lower(s, [a, up], "upsample")
+    assert allocs(f) == {"T": (1, 6)}  # row i // 2; the columns j // 2 of a tile are not linear: all of them
+    x = rand(5, 6)
+    np.testing.assert_allclose(run(f, x, out_shapes=[(10, 12)])[0], np.repeat(np.repeat(x * 2, 2, 0), 2, 1) + 1,
+                               rtol=1e-6)
+
+
 def test_compute_at_chain_of_two_stages() -> None:
     a = te.placeholder((8, 12), name="A")
     t1 = te.compute((8, 12), lambda i, j: a[i, j] + 1.0, name="T1")
@@ -579,6 +593,12 @@ def test_simplify_floordiv_floormod_with_ranges() -> None:
     assert str(simplify(j // 4, ranges)) == "0"
     assert str(simplify((i + j) // 4, ranges)) == "(i + j) // 4"  # i + j spans several quotients
     assert str(simplify(i * 2 + 3 - i - 3 + i, {})) == "i * 2"
+
+
+def test_simplify_cancels_equal_non_linear_terms() -> None:
+    i, j = te.Var("i"), te.Var("j")
+    e = (i // 2) * 3 + j % 4 - (j % 4) - (i // 2) * 2  # four separately built terms
+    assert str(simplify(e, {i: (0, 9), j: (0, 9)})) == "i // 2"
 
 
 def test_simplify_decides_comparisons_by_bounds() -> None:

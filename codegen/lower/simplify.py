@@ -9,9 +9,25 @@ fold when one side always wins. Floating-point expressions only get constant fol
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 
-from codegen.te.expr import FLOAT_TYPES, Binary, Cast, Const, Expr, Not, Select, Var, const, rebuild
+from codegen.te.expr import (
+    FLOAT_TYPES,
+    Binary,
+    Call,
+    Cast,
+    Const,
+    Expr,
+    Load,
+    Not,
+    Select,
+    Var,
+    children,
+    const,
+    rebuild,
+)
+from codegen.te.tensor import TensorRead
 
 Ranges = dict[Var, tuple[int, int]]  # inclusive [lo, hi] of each loop variable
 
@@ -44,7 +60,38 @@ class Linear:
 
 
 def _order(e: Expr) -> tuple[int, str]:
-    return (0, e.name) if isinstance(e, Var) else (1, str(id(e)))
+    return (0, e.name) if isinstance(e, Var) else (1, _key(e))
+
+
+def _key(e: Expr) -> str:
+    """A structural key: equal for expressions that compute the same thing from the same variables."""
+    if isinstance(e, Var):
+        return f"{e.name}#{id(e)}"
+    if isinstance(e, Const):
+        return f"{e.value!r}:{e.dtype}"
+    if isinstance(e, Binary):
+        return f"({_key(e.a)} {e.op} {_key(e.b)})"
+    kids = ", ".join(_key(c) for c in children(e))
+    if isinstance(e, Load):
+        return f"{e.buffer.name}#{id(e.buffer)}[{kids}]"
+    if isinstance(e, (Call, Cast, Select, Not)):
+        return f"{type(e).__name__}:{getattr(e, 'name', '')}:{e.dtype}({kids})"
+    if isinstance(e, TensorRead):
+        return f"{e.tensor.name}#{id(e.tensor.op)}[{kids}]"
+    return f"{type(e).__name__}#{id(e)}"  # anything else only equals itself
+
+
+_ATOMS: weakref.WeakValueDictionary[str, Expr] = weakref.WeakValueDictionary()
+
+
+def _atom(e: Expr) -> Expr:
+    """One object per structure, so that `linear` sees `i // 2` and another `i // 2` as one term."""
+    k = _key(e)
+    got = _ATOMS.get(k)
+    if got is None:
+        _ATOMS[k] = e
+        return e
+    return got
 
 
 def is_int(e: Expr) -> bool:
@@ -63,7 +110,7 @@ def linear(e: Expr) -> Linear:
             return lb.scale(la.constant)
         if not lb.terms:
             return la.scale(lb.constant)
-    return Linear({e: 1}, 0)
+    return Linear({_atom(e): 1}, 0)
 
 
 def bounds(e: Expr, ranges: Ranges) -> tuple[float, float]:
