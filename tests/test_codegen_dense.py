@@ -159,15 +159,25 @@ def run_plain(t: te.Tensor, ins: Sequence[te.Tensor], *arrays: np.ndarray) -> np
     return out
 
 
+def test_nchwc_supports_groups_of_whole_blocks_only() -> None:
+    assert conv.nchwc_supports(Conv2dAttrs(groups=32), (1024, 32, 3, 3), 16)  # ResNeXt's last stage
+    assert not conv.nchwc_supports(Conv2dAttrs(groups=32), (128, 4, 3, 3), 16)  # 4 channels per group
+    assert not conv.nchwc_supports(Conv2dAttrs(groups=64), (64, 1, 3, 3), 16)  # depthwise
+    assert conv.nchwc_supports(Conv2dAttrs(), (20, 12, 1, 1), 16)  # groups = 1: channels padded
+
+
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs", "cb", "knobs"), [
     ((1, 16, 10, 12), (32, 16, 3, 3), {"pad": (1, 1, 1, 1)}, 8, {}),
     ((1, 16, 10, 12), (32, 16, 3, 3), {"pad": (1, 1, 1, 1), "act": "relu"}, 16, {"tile_w": 4}),
     ((2, 12, 9, 9), (20, 12, 1, 1), {"act": "relu"}, 8, {"tile_w": 4}),  # channels padded, width tail
     ((1, 8, 11, 11), (8, 8, 3, 3), {"stride": (2, 2), "pad": (0, 1, 1, 0)}, 8, {"tile_w": 6}),
+    ((1, 32, 8, 8), (32, 16, 3, 3), {"groups": 2, "pad": (1, 1, 1, 1), "act": "relu"}, 8, {}),  # whole-block groups
+    ((1, 32, 7, 7), (64, 8, 1, 1), {"groups": 4}, 8, {"tile_w": 4}),
 ])
 def test_conv2d_nchwc_with_packing_matches_the_reference(x_shape: tuple, w_shape: tuple, attrs: dict, cb: int,
                                                           knobs: dict) -> None:
     a = Conv2dAttrs(**attrs)
+    assert conv.nchwc_supports(a, w_shape, cb)
     x, w, bias = rand(*x_shape), rand(*w_shape), rand(w_shape[0])
     tx, tw, tb = te.placeholder(x.shape, name="x"), te.placeholder(w.shape, name="w"), te.placeholder(bias.shape,
                                                                                                          name="b")

@@ -24,8 +24,9 @@ operators and pre-packs weights once at compile time:
 - `pack_data(x, cb)`: NCHW [N, C, H, W] -> [N, C/cb, H, W, cb] (C padded with zeros to a multiple of cb)
 - `unpack_data(y, channels)`: [N, C/cb, H, W, cb] -> NCHW [N, channels, H, W]
 - `pack_weight(w, icb, ocb)`: OIHW [O, I, KH, KW] -> [O/ocb, I/icb, KH, KW, icb, ocb] (zero-padded)
-- `conv2d_nchwc(data, weight, bias, attrs, out_channels)`: packed data and weights (groups = 1),
-  optional bias [O], `Conv2dAttrs` -> packed output [N, O/ocb, OH, OW, ocb], tag "conv2d_nchwc".
+- `conv2d_nchwc(data, weight, bias, attrs, out_channels)`: packed data and weights, optional
+  bias [O], `Conv2dAttrs` -> packed output [N, O/ocb, OH, OW, ocb], tag "conv2d_nchwc"; with
+  groups where `nchwc_supports(attrs, w.shape, block)` (each group whole blocks).
   Its template tiles the output width by `tile_w` pixels x one channel block: each tile is the
   gemm micro-kernel with rows = pixels, columns = the ocb output channels (contiguous in the
   weights and the output), k = the icb input channels of one block.
@@ -195,13 +196,22 @@ def pack_weight(w: Tensor, icb: int, ocb: int) -> Tensor:
     return te.compute((ob, ib, kh, kw, icb, ocb), body, name="weight_nchwc", tag="injective")
 
 
+def nchwc_supports(attrs: Conv2dAttrs, weight_shape: Sequence[int], block: int) -> bool:
+    """Whether `conv2d_nchwc` computes this convolution with channel blocks of `block`: every
+    group must hold whole blocks of input and of output channels (groups = 1: any channels,
+    padded with zeros to whole blocks)."""
+    o, cg = weight_shape[0], weight_shape[1]
+    return attrs.groups == 1 or (cg % block == 0 and (o // attrs.groups) % block == 0)
+
+
 def conv2d_nchwc(data: Tensor, weight: Tensor, bias: Tensor | None, attrs: Conv2dAttrs,
                  out_channels: int) -> Tensor:
-    """A convolution (groups = 1) on packed data and weights; the packed output (see the module doc)."""
-    if attrs.groups != 1:
-        raise ValueError("conv2d_nchwc computes groups = 1 only (grouped convolutions stay NCHW)")
-    n, cblocks, h, w, icb = data.shape
-    oblocks, _, kh, kw, _, ocb = weight.shape
+    """A convolution on packed data and weights; the packed output (see the module doc). With
+    groups, each group is whole channel blocks (`nchwc_supports`) and the weight is packed from
+    [O, C/groups, KH, KW] like any other."""
+    n, _, h, w, icb = data.shape
+    oblocks, cblocks, kh, kw, _, ocb = weight.shape  # cblocks: input blocks per group
+    obpg = oblocks // attrs.groups  # output blocks per group
     t, left, b, right = attrs.pad
     sh, sw = attrs.stride
     dh, dw = attrs.dilation
@@ -214,7 +224,8 @@ def conv2d_nchwc(data: Tensor, weight: Tensor, bias: Tensor | None, attrs: Conv2
         ii, pos = r.var % icb, r.var // icb
         kx, pos2 = pos % kw, pos // kw
         ky, cb = pos2 % kh, pos2 // kh
-        return te.sum(p[bt, cb, y * sh + ky * dh, z * sw + kx * dw, ii] * weight[ob, cb, ky, kx, ii, oi], axis=r)
+        blk = cb if attrs.groups == 1 else (ob // obpg) * cblocks + cb
+        return te.sum(p[bt, blk, y * sh + ky * dh, z * sw + kx * dw, ii] * weight[ob, cb, ky, kx, ii, oi], axis=r)
 
     acc = te.compute((n, oblocks, oh, ow, ocb), body, name="conv2d_nchwc", tag="conv2d_nchwc",
                      attrs={"icb": icb, "layout": "NCHWc"})
