@@ -157,11 +157,32 @@ def pool_relu() -> Group:
     return Group("relu(maxpool)", [tx], [r], [x], [np.maximum(OPS["maxpool2d"].ref([x], attrs)[0], 0)])
 
 
+def conv_flatten() -> Group:
+    """conv -> flatten fused: the consumer does not read the conv element by element."""
+    x, w, bias = rand(1, 8, 6, 6), rand(16, 8, 3, 3), rand(16)
+    a = Conv2dAttrs(pad=(1, 1, 1, 1), act="relu")
+    ins = [te.placeholder(v.shape, name=f"in{k}") for k, v in enumerate((x, w, bias))]
+    types = list(OPS["conv2d"].shape([TensorType.of(v) for v in (x, w, bias)], a))
+    (y,) = compute("conv2d", ins, a, types)
+    flat = te.compute((1, 16 * 36), lambda b, k: y[b, k // 36, k // 6 % 6, k % 6], name="flatten", tag="injective")
+    return Group("flatten(conv2d)", ins, [flat], [x, w, bias], [OPS["conv2d"].ref([x, w, bias], a)[0].reshape(1, -1)])
+
+
+def matmul_two_outputs() -> Group:
+    """The matmul and relu of it, both outputs of the group."""
+    a, b = rand(40, 24), rand(24, 36)
+    ta, tb = te.placeholder(a.shape, name="A"), te.placeholder(b.shape, name="B")
+    (y,) = compute("matmul", [ta, tb], None, [TensorType((40, 36))])
+    (r,) = compute("relu", [y], None, [TensorType((40, 36))])
+    return Group("matmul,relu(matmul)", [ta, tb], [y, r], [a, b], [a @ b, np.maximum(a @ b, 0)])
+
+
 def dense_groups() -> list[Group]:
     shapes = [((64, 48), (48, 80)), ((128, 96), (96, 80)), ((3, 16, 24), (3, 24, 32)), ((2, 1, 12, 8), (3, 8, 32)),
               ((4, 16, 24), (24, 32)), ((1, 64), (64, 32)), ((24,), (3, 24, 16)), ((5, 24), (24,)), ((7, 5), (5, 3))]
     return [*(matmul_group(a, b) for a, b in shapes), matmul_bias_relu(32, 48, 64), matmul_bias_relu(70, 33, 50),
-            transposed_matmul(), *(conv_group(k) for k in sorted(CONV_CASES)), conv_nchwc(), pool_relu()]
+            transposed_matmul(), matmul_two_outputs(),
+            conv_flatten(), *(conv_group(k) for k in sorted(CONV_CASES)), conv_nchwc(), pool_relu()]
 
 
 GROUPS = [op_group(p.values[0]) for p in CASES] + dense_groups()

@@ -264,9 +264,10 @@ def _thread_extents(s: Stmt) -> dict[str, int]:
     for x in walk_stmts(s):
         if isinstance(x, For) and x.kind is LoopKind.THREAD:
             extents[x.thread_tag] = max(extents.get(x.thread_tag, 1), x.extent)
-    if extents.get("blockIdx.y", 1) > 65535 or extents.get("blockIdx.z", 1) > 65535:
-        raise CodegenError(f"a kernel binds {extents} blocks: blockIdx.y and blockIdx.z allow at most 65535 "
-                           f"(bind the longest loop to blockIdx.x)")
+    if extents.get("blockIdx.y", 1) > 65535 or extents.get("blockIdx.z", 1) > 65535 \
+            or extents.get("blockIdx.x", 1) > 2**31 - 1:
+        raise CodegenError(f"a kernel binds {extents} blocks: blockIdx.x allows 2^31-1, blockIdx.y and "
+                           f"blockIdx.z 65535 (bind the longest loop to blockIdx.x)")
     threads = int(np.prod([extents.get(f"threadIdx.{d}", 1) for d in "xyz"]))
     if threads > 1024:
         raise CodegenError(f"a kernel binds {threads} threads per block (at most 1024): {extents}")
