@@ -162,7 +162,8 @@ def run_plain(t: te.Tensor, ins: Sequence[te.Tensor], *arrays: np.ndarray) -> np
 def test_nchwc_supports_groups_of_whole_blocks_only() -> None:
     assert conv.nchwc_supports(Conv2dAttrs(groups=32), (1024, 32, 3, 3), 16)  # ResNeXt's last stage
     assert not conv.nchwc_supports(Conv2dAttrs(groups=32), (128, 4, 3, 3), 16)  # 4 channels per group
-    assert not conv.nchwc_supports(Conv2dAttrs(groups=64), (64, 1, 3, 3), 16)  # depthwise
+    assert conv.nchwc_supports(Conv2dAttrs(groups=64), (64, 1, 3, 3), 16)  # depthwise: channels in the lanes
+    assert not conv.nchwc_supports(Conv2dAttrs(groups=24), (24, 1, 3, 3), 16)
     assert conv.nchwc_supports(Conv2dAttrs(), (20, 12, 1, 1), 16)  # groups = 1: channels padded
 
 
@@ -173,6 +174,8 @@ def test_nchwc_supports_groups_of_whole_blocks_only() -> None:
     ((1, 8, 11, 11), (8, 8, 3, 3), {"stride": (2, 2), "pad": (0, 1, 1, 0)}, 8, {"tile_w": 6}),
     ((1, 32, 8, 8), (32, 16, 3, 3), {"groups": 2, "pad": (1, 1, 1, 1), "act": "relu"}, 8, {}),  # whole-block groups
     ((1, 32, 7, 7), (64, 8, 1, 1), {"groups": 4}, 8, {"tile_w": 4}),
+    ((1, 16, 9, 9), (16, 1, 3, 3), {"groups": 16, "pad": (1, 1, 1, 1), "act": "relu"}, 8, {}),  # depthwise
+    ((2, 16, 11, 10), (16, 1, 5, 5), {"groups": 16, "pad": (2, 2, 2, 2), "stride": (2, 2)}, 16, {"tile_w": 4}),
 ])
 def test_conv2d_nchwc_with_packing_matches_the_reference(x_shape: tuple, w_shape: tuple, attrs: dict, cb: int,
                                                           knobs: dict) -> None:
@@ -182,7 +185,7 @@ def test_conv2d_nchwc_with_packing_matches_the_reference(x_shape: tuple, w_shape
     tx, tw, tb = te.placeholder(x.shape, name="x"), te.placeholder(w.shape, name="w"), te.placeholder(bias.shape,
                                                                                                          name="b")
     xp = conv.pack_data(tx, cb)
-    wp = conv.pack_weight(tw, cb, cb)
+    wp = conv.pack_weight(tw, cb, cb, a.groups)
     packed_x, packed_w = run_plain(xp, [tx], x), run_plain(wp, [tw], w)
     assert packed_x.shape == (x_shape[0], -(-x_shape[1] // cb), *x_shape[2:], cb)
     txp, twp = te.placeholder(xp.shape, name="xp"), te.placeholder(wp.shape, name="wp")

@@ -23,10 +23,12 @@ operators and pre-packs weights once at compile time:
 
 - `pack_data(x, cb)`: NCHW [N, C, H, W] -> [N, C/cb, H, W, cb] (C padded with zeros to a multiple of cb)
 - `unpack_data(y, channels)`: [N, C/cb, H, W, cb] -> NCHW [N, channels, H, W]
-- `pack_weight(w, icb, ocb)`: OIHW [O, I, KH, KW] -> [O/ocb, I/icb, KH, KW, icb, ocb] (zero-padded)
+- `pack_weight(w, icb, ocb, groups=1)`: OIHW [O, I, KH, KW] -> [O/ocb, I/icb, KH, KW, icb, ocb]
+  (zero-padded); a depthwise kernel (groups = O, I = 1) -> [O/ocb, KH, KW, ocb]
 - `conv2d_nchwc(data, weight, bias, attrs, out_channels)`: packed data and weights, optional
   bias [O], `Conv2dAttrs` -> packed output [N, O/ocb, OH, OW, ocb], tag "conv2d_nchwc"; with
-  groups where `nchwc_supports(attrs, w.shape, block)` (each group whole blocks).
+  groups where `nchwc_supports(attrs, w.shape, block)`: each group whole blocks, or depthwise
+  (channels in the vector lanes, tiles of `tile_w` pixels x one block, no micro-kernel).
   Its template tiles the output width by `tile_w` pixels x one channel block: each tile is the
   gemm micro-kernel with rows = pixels, columns = the ocb output channels (contiguous in the
   weights and the output), k = the icb input channels of one block.
@@ -182,9 +184,19 @@ def unpack_data(y: Tensor, channels: int) -> Tensor:
                       name="data_nchw", tag="injective")
 
 
-def pack_weight(w: Tensor, icb: int, ocb: int) -> Tensor:
+def pack_weight(w: Tensor, icb: int, ocb: int, groups: int = 1) -> Tensor:
+    """OIHW weights in the blocked layout; a depthwise kernel (groups = O, one input channel each)
+    becomes [O/ocb, KH, KW, ocb] (`icb` unused), its channels in the vector lanes."""
     o, i, kh, kw = w.shape
     ob, ib = -(-o // ocb), -(-i // icb)
+    if groups > 1 and groups == o and i == 1:
+        def dw_body(a: Expr, y: Expr, z: Expr, oi: Expr) -> Expr:
+            oc = a * ocb + oi
+            if o % ocb == 0:
+                return w[oc, 0, y, z]
+            return te.if_then_else(oc < o, w[te.min_(oc, o - 1), 0, y, z], te.const(0, w.dtype))
+
+        return te.compute((ob, kh, kw, ocb), dw_body, name="weight_nchwc", tag="injective")
 
     def body(a: Expr, b: Expr, y: Expr, z: Expr, ii: Expr, oi: Expr) -> Expr:
         oc, ic = a * ocb + oi, b * icb + ii
@@ -199,8 +211,10 @@ def pack_weight(w: Tensor, icb: int, ocb: int) -> Tensor:
 def nchwc_supports(attrs: Conv2dAttrs, weight_shape: Sequence[int], block: int) -> bool:
     """Whether `conv2d_nchwc` computes this convolution with channel blocks of `block`: every
     group must hold whole blocks of input and of output channels (groups = 1: any channels,
-    padded with zeros to whole blocks)."""
+    padded with zeros to whole blocks), or it is depthwise over whole blocks."""
     o, cg = weight_shape[0], weight_shape[1]
+    if attrs.groups == o and cg == 1:  # depthwise: channels in the lanes
+        return o % block == 0
     return attrs.groups == 1 or (cg % block == 0 and (o // attrs.groups) % block == 0)
 
 
@@ -209,6 +223,8 @@ def conv2d_nchwc(data: Tensor, weight: Tensor, bias: Tensor | None, attrs: Conv2
     """A convolution on packed data and weights; the packed output (see the module doc). With
     groups, each group is whole channel blocks (`nchwc_supports`) and the weight is packed from
     [O, C/groups, KH, KW] like any other."""
+    if weight.ndim == 4:
+        return _depthwise_nchwc(data, weight, bias, attrs)
     n, _, h, w, icb = data.shape
     oblocks, cblocks, kh, kw, _, ocb = weight.shape  # cblocks: input blocks per group
     obpg = oblocks // attrs.groups  # output blocks per group
@@ -230,6 +246,27 @@ def conv2d_nchwc(data: Tensor, weight: Tensor, bias: Tensor | None, attrs: Conv2
     acc = te.compute((n, oblocks, oh, ow, ocb), body, name="conv2d_nchwc", tag="conv2d_nchwc",
                      attrs={"icb": icb, "layout": "NCHWc"})
     return _epilogue(acc, bias, attrs.act, 1, block=ocb)
+
+
+def _depthwise_nchwc(data: Tensor, weight: Tensor, bias: Tensor | None, attrs: Conv2dAttrs) -> Tensor:
+    """Depthwise on packed data and a [O/cb, KH, KW, cb] kernel: each lane its own channel."""
+    n, blocks, h, w, cb = data.shape
+    _, kh, kw, _ = weight.shape
+    t, left, b, right = attrs.pad
+    sh, sw = attrs.stride
+    dh, dw = attrs.dilation
+    oh = (h + t + b - (kh - 1) * dh - 1) // sh + 1
+    ow = (w + left + right - (kw - 1) * dw - 1) // sw + 1
+    p = pad_spatial(data, attrs.pad)
+    r = te.reduce_axis(kh * kw, "r")
+
+    def body(bt: Expr, ob: Expr, y: Expr, z: Expr, oi: Expr) -> Expr:
+        ky, kx = r.var // kw, r.var % kw
+        return te.sum(p[bt, ob, y * sh + ky * dh, z * sw + kx * dw, oi] * weight[ob, ky, kx, oi], axis=r)
+
+    acc = te.compute((n, blocks, oh, ow, cb), body, name="conv2d_nchwc", tag="conv2d_nchwc",
+                     attrs={"layout": "NCHWc-depthwise"})
+    return _epilogue(acc, bias, attrs.act, 1, block=cb)
 
 
 # ---- schedules ----------------------------------------------------------------------------------
@@ -395,11 +432,14 @@ def schedule_conv2d_nchwc(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor]
     block, looped over (input block, kh, kw) outside it. Knob: tile_w; parallel over (n, oc block, row)."""
     acc_st = s[anchor]
     ow, ocb = anchor.shape[3], anchor.shape[4]
-    icb = anchor.op.attrs["icb"]
     pad = _pad_stage(s, acc_st)
     if pad is not None:
         schedule_flat(s, pad)
     materialize_inputs(s, acc_st)
+    if anchor.op.attrs["layout"] == "NCHWc-depthwise":
+        _schedule_depthwise_nchwc(s, anchor, outputs, cfg)
+        return
+    icb = anchor.op.attrs["icb"]
     w_opts = tuple(sorted({4, 6, 7, 8, 12, 14, 16, 28} | ({ow} if ow <= 32 else set())))
     tile_w = cfg.knob("tile_w", w_opts, default=next((c for c in (14, 12, 8, 16, 7, 6, 4, ow) if ow % c == 0), ow))
     tile_w = min(tile_w, ow)
@@ -429,6 +469,35 @@ def schedule_conv2d_nchwc(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor]
     else:
         acc_st.reorder(ro, ri, ax, ao)  # a width tail: guarded loops, left to gcc's vectorizer
         acc_st.unroll(ax)
+    for st in consumers:
+        if st is not main:
+            schedule_flat(s, st)
+
+
+def _schedule_depthwise_nchwc(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:
+    """Tiles of tile_w pixels x one channel block: per kernel tap, tile_w vector multiply-adds of
+    input pixels (a vector of channels each) by the tap's weights. Knob: tile_w."""
+    acc_st = s[anchor]
+    ow, cb = anchor.shape[3], anchor.shape[4]
+    w_div = _divisor(ow, 16)
+    tile_w = _pick(cfg, "tile_w", ow, {4, 7, 8, 14, 16, w_div}, (8, 14, 7, 16, w_div))
+    main, consumers = _find_main(s, anchor, outputs)
+    if main is acc_st:
+        acc_st = s[s.cache_write(anchor, "local")]
+    b, ob, y, x, oi = main.leaf[:5]
+    xo, xi = main.split(x, tile_w)
+    main.reorder(b, ob, y, xo, xi, oi)
+    _parallel_rows(main, b, ob, y)
+    whole = ow % tile_w == 0
+    if whole:  # a tail's guarded loops are left to gcc's vectorizer
+        vectorize(main, oi)
+    acc_st.compute_at(main, xo)
+    _, _, _, ax, ao = acc_st.leaf[:5]
+    (r,) = [a for a in acc_st.leaf if a.reduce]
+    acc_st.reorder(r, ax, ao)
+    acc_st.unroll(ax)
+    if whole:
+        vectorize(acc_st, ao, cb)
     for st in consumers:
         if st is not main:
             schedule_flat(s, st)
