@@ -47,6 +47,7 @@ from codegen.schedule.schedule import Schedule, Stage
 from codegen.te.expr import Expr
 from codegen.te.tensor import Tensor, TensorRead
 from codegen.topi.linalg import (
+    divisor,
     expanded_body,
     live_readers,
     materialize_inputs,
@@ -320,11 +321,6 @@ def _reads_by_pixel(s: Schedule, st: Stage, acc: Tensor) -> bool:
         and all(te.free_vars(i) <= {o} for i in r.indices[3:]) for r in reads)
 
 
-def _divisor(extent: int, most: int) -> int:
-    """The largest divisor of `extent` up to `most`: a tile with no tail to guard."""
-    return max(d for d in range(1, min(extent, most) + 1) if extent % d == 0)
-
-
 def _pick(cfg: Config, name: str, extent: int, options: set[int], prefer: Sequence[int]) -> int:
     """A tile-size knob whose default is the first preferred size dividing `extent`."""
     opts = tuple(sorted(options))
@@ -355,7 +351,7 @@ def _schedule_pixel_major(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor]
     _, _, ow, _, opg = anchor.shape
     inner = anchor.op.attrs["inner"]
     kernel = cfg.knob("kernel", ("gemm", "vector"), default="gemm")
-    w_div, oc_div = _divisor(ow, 16), _divisor(opg, 64)
+    w_div, oc_div = divisor(ow, 16), divisor(opg, 64)
     tile_w = _pick(cfg, "tile_w", ow, {4, 6, 7, 8, 12, 14, 16, w_div}, (14, 12, 8, 16, 7, 6, w_div))
     tile_oc = _pick(cfg, "tile_oc", opg, {8, 16, 32, 64, oc_div}, (16, 32, 64, 8, oc_div))
     ic_block = cfg.knob("ic_block", (8, 16, 32, 64, 1 << 30), default=1 << 30)
@@ -402,7 +398,7 @@ def _schedule_grouped(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cf
     acc_st = s[anchor]
     oc, ow = anchor.shape[1], anchor.shape[3]
     oc_opts = {1, 2, 4, 8, 16} | ({oc} if oc < 16 else set())
-    w_div = _divisor(ow, 32)
+    w_div = divisor(ow, 32)
     # a power-of-two row makes a vector type; else a divisor of the row (no guarded tail), gcc vectorizes
     tile_oc = _pick(cfg, "tile_oc", oc, oc_opts, (4, 8, 2, 1))
     tile_w = _pick(cfg, "tile_w", ow, {4, 8, 16, 32, w_div}, (16, 32, 8, w_div))
@@ -479,7 +475,7 @@ def _schedule_depthwise_nchwc(s: Schedule, anchor: Tensor, outputs: Sequence[Ten
     input pixels (a vector of channels each) by the tap's weights. Knob: tile_w."""
     acc_st = s[anchor]
     ow, cb = anchor.shape[3], anchor.shape[4]
-    w_div = _divisor(ow, 16)
+    w_div = divisor(ow, 16)
     tile_w = _pick(cfg, "tile_w", ow, {4, 7, 8, 14, 16, w_div}, (8, 14, 7, 16, w_div))
     main, consumers = _find_main(s, anchor, outputs)
     if main is acc_st:

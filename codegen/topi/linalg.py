@@ -66,6 +66,11 @@ def matmul(inputs: Sequence[Tensor], _attrs: object, out_types: Sequence[TensorT
 
 # ---- schedule ---------------------------------------------------------------------------------
 
+def divisor(extent: int, most: int) -> int:
+    """The largest divisor of `extent` up to `most`: a tile with no tail to guard."""
+    return max(d for d in range(1, min(extent, most) + 1) if extent % d == 0)
+
+
 def _divisor_default(extent: int, choices: Sequence[int], prefer: Sequence[int]) -> int:
     """The first of `prefer` that divides `extent` (no tail to guard), else the first that fits."""
     for c in prefer:
@@ -209,8 +214,7 @@ def schedule_matmul(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
     m_ext, n_ext = anchor.shape[-2], anchor.shape[-1]
     k_ext = acc_st.reduce_axes[0].extent
     # the largest divisors up to 16 rows / 64 columns: whole tiles for the micro-kernel, no tail to guard
-    m_div = max(d for d in range(1, min(m_ext, 16) + 1) if m_ext % d == 0)
-    n_div = max(d for d in range(1, min(n_ext, 64) + 1) if n_ext % d == 0)
+    m_div, n_div = divisor(m_ext, 16), divisor(n_ext, 64)
     m_opts = tuple(sorted({1, 2, 4, 6, 8, 12, 16, m_div}))
     n_opts = tuple(sorted({16, 32, 64, n_div}))
     tile_m = cfg.knob("tile_m", m_opts, default=_divisor_default(m_ext, m_opts, (8, 12, 6, 4, 16, m_div)))
@@ -246,7 +250,7 @@ def schedule_matmul(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
     tiles = [io, jo] if order == "mn" else [jo, io]
     main.parallel(_first_real(main, [*batch, tiles[0]]))
     if acc_st is main:  # the gemm micro-kernel writes the output tile in place
-        _tile_kernel(main, tiles, ii, ji, GemmIntrin, tile_m, tile_n, k_block)
+        _tile_kernel(main, tiles, ii, ji, tile_m, tile_n, k_block)
     else:
         main.reorder(*tiles, ii, ji)
         if kernel == "vector":  # with the gemm kernel the tile stays a plain array the kernel writes
@@ -254,7 +258,7 @@ def schedule_matmul(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
         acc_st.compute_at(main, tiles[1])
         *_, ai, aj = acc_st.leaf[: len(acc_st.axes)]
         if kernel == "gemm":
-            _tile_kernel(acc_st, [], ai, aj, GemmIntrin, tile_m, tile_n, k_block)
+            _tile_kernel(acc_st, [], ai, aj, tile_m, tile_n, k_block)
         else:
             (k,) = acc_st.reduce_axes
             if k_unroll > 1 and k_ext % k_unroll == 0:
@@ -271,8 +275,7 @@ def schedule_matmul(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
             schedule_flat(s, st)
 
 
-def _tile_kernel(st: Stage, tiles: Sequence, ii: object, ji: object, intrin: type, tile_m: int, tile_n: int,
-                 k_block: int) -> None:
+def _tile_kernel(st: Stage, tiles: Sequence, ii: object, ji: object, tile_m: int, tile_n: int, k_block: int) -> None:
     """Loops (tiles..., [k blocks], rows, cols, k) with the inner three replaced by the gemm micro-kernel."""
     (k,) = [ax for ax in st.leaf if ax.reduce]
     k_ext = k.extent
@@ -282,7 +285,7 @@ def _tile_kernel(st: Stage, tiles: Sequence, ii: object, ji: object, intrin: typ
         st.reorder(*tiles, ko, ii, ji, ki)
     else:
         st.reorder(*tiles, ii, ji, k)
-    st.tensorize(ii, intrin("gemm", tile_m, tile_n, k_tile))
+    st.tensorize(ii, GemmIntrin("gemm", tile_m, tile_n, k_tile))
 
 
 def _schedule_matvec(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor]) -> None:
