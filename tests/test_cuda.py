@@ -24,7 +24,7 @@ from codegen.backends.cuda import CudaModule, build, device_count, nvcc, source
 from codegen.backends.cuda.build import NVCC_FLAGS
 from codegen.backends.cuda.emulate import build_emulated
 from codegen.errors import CodegenError
-from codegen.lower import PrimFunc, lower
+from codegen.lower import Allocate, PrimFunc, lower, walk_stmts
 from codegen.schedule import create_schedule
 from codegen.topi import compute, schedule_group
 from codegen.topi import conv as conv_ops
@@ -290,6 +290,14 @@ def test_per_thread_arrays_stay_small(funcs: list[PrimFunc]) -> None:
     text = source(funcs)
     local = re.findall(r"^ +(?:float|double|int\d+_t|bool) (\w+)\[(\d+)\];", text, re.M)
     assert local and max(int(n) for _, n in local) <= 64, sorted(local, key=lambda d: -int(d[1]))[:3]
+
+
+def test_pool_is_computed_in_the_thread_of_its_relu() -> None:
+    g = pool_relu()
+    f = g.lower()
+    (alloc,) = [s for s in walk_stmts(f.body) if isinstance(s, Allocate)]
+    assert alloc.buffer.scope == "local" and alloc.buffer.size == 1
+    assert source(f).count("__global__") == 1
 
 
 def test_multi_stage_operator_is_several_launches_with_device_temporaries() -> None:

@@ -6,7 +6,9 @@ by `threads` into blockIdx.x x threadIdx.x, its reduce loops serial in the threa
 fallback reduction schedule; enough parallelism whenever there are many rows, as in a
 transformer's softmax or a global average over channels). Stages between them (softmax's
 maxima and sums, layer norm's moments) are device buffers written by one kernel and read
-by the next; so is a fused element-wise consumer's input (see `schedule_stages`).
+by the next. When the group's output is an element-wise consumer of the anchor (`relu`
+after a pool), the anchor is computed inside the consumer's thread: a per-thread scalar,
+no intermediate buffer.
 """
 
 from __future__ import annotations
@@ -50,15 +52,16 @@ def elementwise_consumer(s: Schedule, anchor: Tensor) -> Stage | None:
 
 
 def schedule_stages(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:
-    """Every root stage one kernel, one thread per element.
-
-    A fused consumer (`relu` after a pool) is a kernel of its own after the anchor's, not the
-    anchor computed in its thread: the consumer's loop is a fused one, and bound inference
-    cannot see through its `//` and `%` (see topi.injective.parallel_unfused), so each thread
-    would compute the whole anchor."""
+    """Every root stage one kernel, one thread per element; an anchor read element by element
+    by the group's output (`relu` after a pool) is computed in that output's thread instead."""
     threads = threads_knob(cfg)
+    consumer = elementwise_consumer(s, anchor)
+    if consumer is not None:
+        tx = bind_elements(consumer, threads)
+        if tx is not None:
+            s[anchor].compute_at(consumer, tx)
     for st in s.stages:
-        if st.attach == "root":
+        if st.attach == "root" and st is not consumer:
             bind_elements(st, threads)
 
 
