@@ -1,4 +1,13 @@
-"""Auto-tuning: schedule knobs, their search space, measurement and a learned cost model."""
+"""Auto-tuning: schedule knobs, their search space, measurement and a learned cost model.
+
+    def matmul(cfg: Config) -> tuple[Schedule, list[te.Tensor]]:
+        ...                                   # build the tensors and a schedule,
+        s[c].split(i, cfg.knob("tile", (4, 8, 16), default=8))   # asking cfg for every choice
+        return s, [a, b, c]
+
+    result = tune(matmul, None, 64, "tuning.jsonl")   # measure 64 candidates, append the records
+    cfg = load_best("tuning.jsonl", result.workload)  # later: the fastest recorded config
+"""
 
 from codegen.tune.cost_model import CostModel, rank_correlation
 from codegen.tune.features import extract, feature_names
