@@ -34,12 +34,12 @@ from codegen.tune.runner import Runner
 N = 64
 
 
-def matmul_template(cfg: Config) -> tuple[Schedule, list[te.Tensor]]:
+def matmul_template(cfg: Config, n: int = N) -> tuple[Schedule, list[te.Tensor]]:
     """A toy matmul: the default (k innermost, B walked by column) is the naive, slow loop order."""
-    a = te.placeholder((N, N), name="A")
-    b = te.placeholder((N, N), name="B")
-    k = te.reduce_axis(N, "k")
-    c = te.compute((N, N), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    a = te.placeholder((n, n), name="A")
+    b = te.placeholder((n, n), name="B")
+    k = te.reduce_axis(n, "k")
+    c = te.compute((n, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
     s = create_schedule(c)
     i, j = s[c].axes
     (kk,) = s[c].reduce_axes
@@ -292,3 +292,19 @@ def test_records_default_to_the_cache_directory(tmp_path: Path, monkeypatch: pyt
     res = tune(matmul_template, None, 1, progress=False)
     assert [r.config for r in read(tmp_path / "tuning.jsonl", res.workload)] == [
         {"tile_y": 2, "tile_x": 4, "order": "ijk"}]
+
+
+def test_a_new_workload_starts_from_the_records_of_the_same_template(tmp_path: Path) -> None:
+    """Transfer learning: records carry the candidates' features, so tuning the template on another
+    shape trains the cost model on them before it has measured anything but its default."""
+    path = tmp_path / "r.jsonl"
+    first = tune(matmul_template, None, 6, path, batch_size=3, repeat=1, progress=False)
+    assert first.transferred == 0
+    assert all(r.features is not None and len(r.features) == len(feature_names(["tile_y", "tile_x", "order"]))
+               for r in read(path) if r.ok)
+
+    def matmul_48(cfg: Config) -> tuple[Schedule, list[te.Tensor]]:
+        return matmul_template(cfg, 48)
+
+    second = tune(matmul_48, None, 3, path, batch_size=2, repeat=1, progress=False)
+    assert second.transferred == 6 - first.failures and second.measured == 3

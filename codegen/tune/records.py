@@ -24,14 +24,17 @@ class Record:
     config: dict[str, Any]
     seconds: float | None  # the median run time; None when the candidate failed
     error: str | None = None
+    features: tuple[float, ...] | None = None  # the cost model's features of the kernel (codegen.tune.features)
 
     @property
     def ok(self) -> bool:
         return self.seconds is not None
 
     def to_json(self) -> str:
-        return json.dumps({"workload": self.workload, "config": self.config, "seconds": self.seconds,
-                           "error": self.error}, sort_keys=True, default=str)
+        d = {"workload": self.workload, "config": self.config, "seconds": self.seconds, "error": self.error}
+        if self.features is not None:
+            d["features"] = [round(x, 6) for x in self.features]
+        return json.dumps(d, sort_keys=True, default=str)
 
 
 def default_path() -> Path:
@@ -61,8 +64,9 @@ def read(path: str | os.PathLike[str], workload: str | None = None) -> Iterator[
         for line in fh:
             try:
                 d = json.loads(line)
+                feats = d.get("features")
                 rec = Record(d["workload"], {k: _tuples(v) for k, v in d["config"].items()}, d.get("seconds"),
-                             d.get("error"))
+                             d.get("error"), tuple(float(x) for x in feats) if feats else None)
             except (ValueError, KeyError, TypeError, AttributeError):
                 continue
             if workload is None or rec.workload == workload:

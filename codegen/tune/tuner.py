@@ -7,7 +7,9 @@ annealing over the space scored by the model, plus some random picks to keep exp
 compile each candidate (a batch in parallel) and time it for real in a child process
 (`runner`), append the records, retrain. A candidate whose schedule is illegal, that does
 not compile, crashes, runs past the time limit or computes something else than the default
-schedule is recorded as a failure and never proposed again.
+schedule is recorded as a failure and never proposed again. Records keep each measured
+kernel's features, so a workload tuned for the first time starts with a model trained on
+the records of the same template (the same knobs) on other shapes.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from codegen.schedule.schedule import Schedule
 from codegen.te.tensor import Tensor
 from codegen.tune import records
 from codegen.tune.cost_model import CostModel
-from codegen.tune.features import extract
+from codegen.tune.features import extract, feature_names
 from codegen.tune.records import Record
 from codegen.tune.runner import Measurement, Runner
 from codegen.tune.space import Config, Point, Space
@@ -68,6 +70,7 @@ class TuneResult:
     measured: int  # candidates measured by this call
     failures: int  # of which failed
     space_size: int
+    transferred: int  # other workloads' records the cost model started from
 
 
 class _Search:
@@ -90,6 +93,8 @@ class _Search:
         self.reference: list[np.ndarray] | None = None
         self.arrays: list[np.ndarray] | None = None
         self.kernels: dict[Point, str] = {}  # a hash of each lowered candidate's kernel
+        self.offset = 0.0  # log seconds of the best candidate the model was trained with
+        self.fitted = 0  # measured candidates the model was trained with
         self.duplicates: set[Point] = set()
         self.runner = Runner()
 
@@ -179,8 +184,20 @@ class _Search:
         todo = [k for k, p in enumerate(points) if p not in self.seconds and self.feature(p) is not None]
         if todo:
             for k, v in zip(todo, self.model.predict([self.features[points[k]] for k in todo])):
-                out[k] = float(v)
+                out[k] = float(v) + self.offset
         return out
+
+    def fit(self, history: Sequence[tuple[np.ndarray, float]]) -> None:
+        """Retrain on the measured candidates and `history` (other workloads' (features, time / their
+        best)); the model learns times relative to the best, `offset` puts them back in log seconds."""
+        pts = [p for p in self.seconds if self.feature(p) is not None]
+        if not pts or len(pts) == self.fitted:
+            return
+        best = min(self.seconds[p] for p in pts)
+        self.offset = math.log(best)
+        self.model.fit([self.features[p] for p in pts] + [f for f, _ in history],
+                       [self.seconds[p] / best for p in pts] + [r for _, r in history])
+        self.fitted = len(pts)
 
     # ---- measuring -----------------------------------------------------------------------------
 
@@ -260,6 +277,7 @@ def tune(template: Template, args_builder: ArgsBuilder | None = None, trials: in
             search.seconds[p] = min(rec.seconds, search.seconds.get(p, math.inf))  # type: ignore[arg-type]
         else:
             search.failed[p] = rec.error or "failed"
+    history = _history(records_path, key, space)
     default = space.point(cfg0.chosen())
     assert default is not None
     measured = failures = 0
@@ -291,9 +309,7 @@ def tune(template: Template, args_builder: ArgsBuilder | None = None, trials: in
             measured, failures = 1, int(ref.seconds is None)
             advance(_best_text(search))
         while measured < trials and (early_stopping is None or stale < early_stopping):
-            pts = [p for p in search.seconds if search.feature(p) is not None]
-            if len(pts) != search.model.trained_on:
-                search.model.fit([search.features[p] for p in pts], [search.seconds[p] for p in pts])
+            search.fit(history)
             known_invalid = set(search.invalid)
             batch = search.propose(min(batch_size, trials - measured), explore)
             # illegal schedules met while searching: recorded (never retried), not counted as trials
@@ -306,7 +322,23 @@ def tune(template: Template, args_builder: ArgsBuilder | None = None, trials: in
         raise CodegenError(f"tuning {key}: no candidate ran (first failure: "
                            f"{next(iter(search.failed.values()), 'none measured')})")
     best = min(search.seconds, key=search.seconds.__getitem__)
-    return TuneResult(key, space.config(best), search.seconds[best], default_seconds, measured, failures, space.size)
+    return TuneResult(key, space.config(best), search.seconds[best], default_seconds, measured, failures, space.size,
+                      len(history))
+
+
+def _history(path: str | Path, key: str, space: Space) -> list[tuple[np.ndarray, float]]:
+    """Transfer learning: the measured candidates of other workloads with the same knobs (the same
+    template on other shapes), as (features, time relative to that workload's best)."""
+    n = len(feature_names(space.names))
+    by_workload: dict[str, list[Record]] = {}
+    for r in records.read(path):
+        if r.workload != key and r.ok and r.features and len(r.features) == n and set(r.config) == set(space.names):
+            by_workload.setdefault(r.workload, []).append(r)
+    rows = []
+    for recs in by_workload.values():
+        best = min(r.seconds for r in recs)  # type: ignore[type-var]
+        rows += [(np.asarray(r.features), r.seconds / best) for r in recs]  # type: ignore[operator]
+    return rows
 
 
 def _record(search: _Search, path: str | Path, key: str, p: Point, m: Measurement) -> None:
@@ -315,7 +347,9 @@ def _record(search: _Search, path: str | Path, key: str, p: Point, m: Measuremen
         search.invalid.pop(p, None)
     else:
         search.seconds[p] = m.seconds
-    records.append(path, [Record(key, search.space.config(p).values, m.seconds, m.error)])
+    feats = search.features.get(p) if m.seconds is not None else None
+    records.append(path, [Record(key, search.space.config(p).values, m.seconds, m.error,
+                                 None if feats is None else tuple(float(x) for x in feats))])
 
 
 def _best_text(search: _Search) -> str:
