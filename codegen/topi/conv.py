@@ -294,11 +294,10 @@ def _split_reduce(st: Stage, channels: int, inner: int) -> tuple[list, object]:
 
 
 def _parallel_rows(main: Stage, b: object, ob: object, y: object) -> None:
-    """Loops (batch, output row, channel block, ...), the batch or else the rows in parallel: the
-    tiles are computed at an inner loop, so the outer ones cannot be fused into one parallel loop
-    (see linalg._first_real), and rows are the most numerous."""
+    """Loops (batch x output row, channel block, ...), the first in parallel: rows are numerous,
+    and a row's tiles share the input rows they read."""
     main.reorder(y, ob)
-    main.parallel(b if b.extent > 1 else y)  # type: ignore[attr-defined]
+    main.parallel(main.fuse(b, y))
 
 
 def _find_main(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor]) -> tuple[Stage, list[Stage]]:

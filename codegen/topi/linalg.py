@@ -182,22 +182,15 @@ def schedule_flat(s: Schedule, st: Stage, lanes: int = 16) -> None:
         vectorize(st, inner)
 
 
-def _first_real(st: Stage, axes: Sequence) -> object:
-    """The outermost loop that really loops (extent-1 loops vanish when lowered, with their annotations).
-
-    Tile loops are not fused into one parallel loop: the accumulator is computed at the inner
-    tile loop, and bound inference cannot see through the `//` and `%` of a fused index.
-    """
-    return next((ax for ax in axes if ax.extent > 1), axes[-1])
-
-
-def _fuse_parallel(st: Stage, axes: Sequence) -> None:
+def _fuse_parallel(st: Stage, axes: Sequence) -> object:
+    """Adjacent loops `axes` fused into one parallel loop (None when there are none)."""
     if not axes:
-        return
+        return None
     fused = axes[0]
     for ax in axes[1:]:
         fused = st.fuse(fused, ax)
     st.parallel(fused)
+    return fused
 
 
 @register_schedule("matmul")
@@ -248,7 +241,8 @@ def schedule_matmul(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
     io, ii = main.split(i, tile_m)
     jo, ji = main.split(j, tile_n)
     tiles = [io, jo] if order == "mn" else [jo, io]
-    main.parallel(_first_real(main, [*batch, tiles[0]]))
+    main.reorder(*batch, *tiles, ii, ji)
+    tiles[0] = _fuse_parallel(main, [*batch, tiles[0]])  # batch and outer tiles: one parallel loop
     if acc_st is main:  # the gemm micro-kernel writes the output tile in place
         _tile_kernel(main, tiles, ii, ji, tile_m, tile_n, k_block)
     else:
