@@ -300,15 +300,27 @@ def test_pool_is_computed_in_the_thread_of_its_relu() -> None:
     assert source(f).count("__global__") == 1
 
 
-def test_multi_stage_operator_is_several_launches_with_device_temporaries() -> None:
+def test_softmax_is_a_block_per_row_with_shared_partials() -> None:
+    """Two kernels (max then exponentials; sum then output), each block a row: 16 threads
+    reduce into shared memory, a barrier, each thread combines the partials in a register."""
     g = op_group(Case("softmax", [(6, 100)], {"axis": -1}))
+    text = source(g.lower())
+    launches = [ln for ln in text.splitlines() if ln.startswith("  TASO_LAUNCH(")]
+    assert len(launches) == 2 and all("dim3(6, 1, 1), dim3(100, 1, 1)" in ln for ln in launches)
+    assert text.count("__shared__ float softmax_max_part[16];") == 1 and text.count("__syncthreads();") == 4
+    assert "float softmax_max[1];" in text and "float softmax_sum[1];" in text
+    assert text.count("cudaMalloc") == 1 + 2  # the exponentials, then the host wrapper's input and output
+
+
+def test_multi_stage_operator_is_several_launches_with_device_temporaries() -> None:
+    """Layer norm: one kernel per statistic stage, in order, through device buffers."""
+    g = op_group(Case("layernorm", [(5, 96), (96,), (96,)], {}))
     text = source(g.lower())
     host = text[text.index(f'extern "C" int {g.name}_launch('):]  # the launches, then the host wrapper
     launches = [ln for ln in host.splitlines() if "TASO_LAUNCH" in ln]
-    assert len(launches) == 6 and [ln.split("(")[1].split(",")[0] for ln in launches] == \
-        [f"{g.name}_k{k}" for k in range(6)]
-    assert host.count("cudaMalloc") == 5 + 2  # five intermediate stages, then the input and the output
-    assert host.count("cudaMemcpyHostToDevice") == 1 and host.count("cudaMemcpyDeviceToHost") == 1
+    assert [ln.split("(")[1].split(",")[0] for ln in launches] == [f"{g.name}_k{k}" for k in range(7)]
+    assert host.count("cudaMalloc") == 6 + 4  # six statistic stages, then three inputs and the output
+    assert host.count("cudaMemcpyHostToDevice") == 3 and host.count("cudaMemcpyDeviceToHost") == 1
 
 
 def test_launch_entry_takes_device_pointers() -> None:

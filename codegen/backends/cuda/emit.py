@@ -132,9 +132,9 @@ class CudaEmitter(CEmitter):
         if tag is not None:  # the loop is a thread or block index
             yield f"{pad}{{ const int32_t {v} = {tag};"
             if s.extent < self.launch.extents[tag]:
-                yield f"{pad}if ({v} < {s.extent}) {{"
-                yield from self.stmt(s.body, depth + 1, in_parallel)
-                yield f"{pad}}}"
+                yield f"{pad}  if ({v} < {s.extent}) {{"
+                yield from self.stmt(s.body, depth + 2, in_parallel)
+                yield f"{pad}  }}"
             else:
                 yield from self.stmt(s.body, depth + 1, in_parallel)
             yield f"{pad}}}"

@@ -5,4 +5,4 @@ Importing this package registers them, and the compute definitions they schedule
 """
 
 from codegen.topi import conv as _conv  # noqa: F401  (registers conv2d and, through linalg, matmul)
-from codegen.topi.cuda import dense, generic  # noqa: F401  (register)
+from codegen.topi.cuda import dense, generic, norm  # noqa: F401  (register)

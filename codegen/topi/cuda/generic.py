@@ -65,5 +65,5 @@ def schedule_stages(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
             bind_elements(st, threads)
 
 
-register_schedule("injective", "reduction", "pool", "softmax", "layernorm", "conv2d_nchwc",
+register_schedule("injective", "reduction", "pool", "layernorm", "conv2d_nchwc",
                   target="cuda")(schedule_stages)
