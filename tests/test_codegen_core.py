@@ -110,6 +110,15 @@ def test_split_of_reduce_axis_and_reduction_result() -> None:
     assert [(n, e) for n, e, _ in loops(f)][-2:] == [("k.o", 4), ("k.i", 6)]
 
 
+def test_reduction_over_one_element_still_initializes() -> None:
+    a = te.placeholder((4, 1), name="A")
+    r = te.reduce_axis(1, "r")
+    c = te.compute((4,), lambda i: te.sum(a[i, r], axis=r), name="C")
+    f = lower(create_schedule(c), [a, c], "sum1")
+    x = rand(4, 1)
+    np.testing.assert_allclose(run(f, x, out_shapes=[(4,)])[0], x[:, 0], rtol=1e-6)  # outputs start as NaN
+
+
 def test_fuse_adjacent_axes() -> None:
     a, b = elementwise((5, 6, 7))
     s = create_schedule(b)
