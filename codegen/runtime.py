@@ -74,7 +74,7 @@ class CompiledModel:
         self.entry = None
         if self.manifest.get("entry"):
             self.entry = getattr(self.lib, self.manifest["entry"])
-            self.entry.restype = None
+            self.entry.restype = ctypes.c_int if self.manifest.get("target") == "cuda" else None
             self.entry.argtypes = [ctypes.POINTER(ctypes.c_void_p)] * 2 + [ctypes.c_void_p] * 2
 
     def _inputs(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
@@ -95,7 +95,11 @@ class CompiledModel:
         if self.entry is not None:  # the whole model is one C call
             in_ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
             out_ptrs = (ctypes.c_void_p * max(len(outs), 1))(*[o.ctypes.data for o in outs.values()])
-            self.entry(in_ptrs, out_ptrs, self.weights.ctypes.data, self.arena.ctypes.data)
+            status = self.entry(in_ptrs, out_ptrs, self.weights.ctypes.data, self.arena.ctypes.data)
+            if status:  # the cuda target's run function reports CUDA errors
+                describe = self.lib.taso_cuda_error_string
+                describe.restype = ctypes.c_char_p
+                raise CodegenError(f"{self.directory}: {describe(status).decode()}")
             return outs
         self.stats = []
         for _, call in self._calls(arrays, list(outs.values())):

@@ -152,8 +152,11 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     done = CliRunner().invoke(main, ["run", str(tmp_path)])
     assert done.exit_code == 2 and "no manifest.json" in done.output
     model = _onnx_mlp(tmp_path / "mlp.onnx")
-    done = CliRunner().invoke(main, ["compile", str(model), "--target", "cuda", "-o", str(tmp_path / "o")])
-    assert done.exit_code == 2 and "not built yet" in done.output
+    done = CliRunner().invoke(main, ["compile", str(model), "--target", "tpu", "-o", str(tmp_path / "o")])
+    assert done.exit_code == 2 and "'tpu' is not one of" in done.output
+    done = CliRunner().invoke(main, ["compile", str(model), "--target", "accel", "--tune", "2",
+                                     "-o", str(tmp_path / "o")])
+    assert done.exit_code == 2 and "does not apply to --target accel" in done.output
 
 
 def test_threads_is_a_knob_of_every_parallel_template() -> None:

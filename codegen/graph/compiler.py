@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -117,8 +118,11 @@ def compile_graph(graph: Graph, out_dir: Path, target: str = "cpu", config_for: 
     if target == "accel":
         from codegen.graph.accel import compile_accel
         return compile_accel(graph, out_dir, write_onnx, progress)
-    if target != "cpu":
-        raise CodegenError(f"target {target!r} is not built yet (available: cpu, accel)")
+    if target == "cuda":
+        import codegen.topi.cuda  # noqa: F401  (registers the GPU schedules)
+        block = layout.PLAIN  # NCHW16c is a CPU layout
+    elif target != "cpu":
+        raise CodegenError(f"unknown target {target!r} (available: cpu, cuda, accel)")
     report = CompileReport()
     clock = time.perf_counter()
     g = prepare(graph)
@@ -128,7 +132,7 @@ def compile_graph(graph: Graph, out_dir: Path, target: str = "cpu", config_for: 
     report.seconds["passes"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    b = _Builder(g, config_for)
+    b = _Builder(g, config_for, target)
     for k, (group, lay) in enumerate(zip(groups, layouts)):
         b.group(group, lay)
         if progress:
@@ -155,13 +159,14 @@ def publish_module(g: Graph, b: _Builder, order: list[Kernel], report: CompileRe
     directory. `order` is every step of a run; with `steps` (steps the host does not run as one C
     call, the accelerator's layers) the manifest lists them and the module has no run function."""
     clock = time.perf_counter()
-    emitter = CEmitter()
+    cuda = b.target == "cuda"
+    emitter: CEmitter = _cuda().CudaEmitter() if cuda else CEmitter()
     bodies: dict[str, str] = {}  # C body without its name -> function name
     sources: list[str] = []
     loops: list[str] = []  # the lowered loop IR of each distinct kernel, for people to read
     for lw in b.steps:
         text = emitter.function(lw.func)
-        key = hashlib.sha1(text.replace(f"void {lw.func.name}(", "void (", 1).encode()).hexdigest()
+        key = hashlib.sha1(re.sub(rf"\b{lw.func.name}\b", "NAME", text).encode()).hexdigest()
         if key not in bodies:
             bodies[key] = lw.func.name
             sources.append(text)
@@ -188,22 +193,28 @@ def publish_module(g: Graph, b: _Builder, order: list[Kernel], report: CompileRe
 
     source = emitter.module_source(sources)
     manifest = _manifest(g, order, b.buffers, plan.arena_bytes, report)
-    if steps is None:
+    if cuda:
+        out_bytes = [int(np.prod(g.type(r).shape, dtype=np.int64)) * g.type(r).dtype.numpy.itemsize for r in g.outputs]
+        source += _cuda_run_function(order, b.buffers, b.copies, plan.arena_bytes, len(weights), out_bytes)
+        manifest.update(target="cuda")
+    elif steps is None:
         source += _run_function(order, b.buffers, b.copies)
     else:
         manifest.update(target="accel", entry=None, steps=steps,
                         copies={str(i): key for i, key in b.copies.items()})
     clock = time.perf_counter()
-    _publish(out_dir, {"model.c": source, "kernels.ir": "\n".join(loops)}, weights, manifest, write_onnx)
+    _publish(out_dir, {"model.cu" if cuda else "model.c": source, "kernels.ir": "\n".join(loops)}, weights,
+             manifest, write_onnx)
     report.seconds["gcc"] = time.perf_counter() - clock
 
 
 class _Builder:
     """Lowers groups in order, tracking the layout each tensor was produced in and the buffers."""
 
-    def __init__(self, g: Graph, config_for: ConfigFor | None) -> None:
+    def __init__(self, g: Graph, config_for: ConfigFor | None, target: str = "cpu") -> None:
         self.g = g
         self.config_for = config_for
+        self.target = target
         self.buffers: dict[str, Buffer] = {}
         self.values: dict[str, np.ndarray] = {}
         self.produced: dict[Ref, int] = {n.outputs[0]: layout.PLAIN for n in g.inputs}
@@ -324,7 +335,7 @@ class _Builder:
         name = f"k{len(self.steps)}"
 
         def template(cfg: Config) -> tuple[Any, list[Tensor]]:
-            return topi.schedule_group(outputs, cfg), args + [h.stand_in for h in hoisted] + outputs
+            return topi.schedule_group(outputs, cfg, self.target), args + [h.stand_in for h in hoisted] + outputs
 
         try:
             cfg = self.config_for(kernel.workload, template) if self.config_for else Config()
@@ -426,6 +437,54 @@ def _workload(g: Graph, group: Group, lay: int) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:16] + ":" + group.name
 
 
+def _cuda() -> Any:
+    from codegen.backends import cuda
+    return cuda
+
+
+def _cuda_run_function(kernels: list[Kernel], buffers: dict[str, Buffer], copies: dict[int, str], arena: int,
+                       weight_bytes: int, out_bytes: list[int]) -> str:
+    """`taso_model_run` on the GPU: weights copied to the device once, inputs in, every kernel's
+    launch on device pointers, outputs back; returns 0 or a status (see taso_cuda_error_string)."""
+    ins = sorted((b for b in buffers.values() if b.kind == "input"), key=lambda b: b.index)
+
+    def nbytes(b: Buffer) -> int:
+        return int(np.prod(b.shape, dtype=np.int64)) * np.dtype(b.dtype).itemsize
+
+    def ptr(key: str) -> str:
+        b = buffers[key]
+        ctype = {"float32": "float", "int64": "int64_t", "int32": "int32_t", "bool": "bool"}.get(b.dtype, "float")
+        base = {"input": f"d_in[{b.index}]", "output": f"d_out[{b.index}]",
+                "weight": f"(d_weights + {b.offset})", "arena": f"(d_arena + {b.offset})"}[b.kind]
+        return f"({ctype}*)({base})"
+
+    lines = ["", 'extern "C" int taso_model_run(void** inputs, void** outputs, char* weights, char* arena) {',
+             "  static char* d_weights = 0; static char* d_arena = 0;",
+             f"  static void* d_in[{max(len(ins), 1)}]; static void* d_out[{max(len(out_bytes), 1)}];",
+             "  int devices = 0; cudaError_t e;",
+             "  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) return -1;",
+             "  if (!d_arena) {",
+             f"    if ((e = cudaMalloc((void**)&d_weights, {max(weight_bytes, 1)}))) return e;",
+             f"    if ((e = cudaMemcpy(d_weights, weights, {weight_bytes}, cudaMemcpyHostToDevice))) return e;",
+             f"    if ((e = cudaMalloc((void**)&d_arena, {max(arena, 1)}))) return e;"]
+    lines += [f"    if ((e = cudaMalloc(&d_in[{b.index}], {nbytes(b)}))) return e;" for b in ins]
+    lines += [f"    if ((e = cudaMalloc(&d_out[{i}], {n}))) return e;" for i, n in enumerate(out_bytes)]
+    lines.append("  }")
+    lines += [f"  if ((e = cudaMemcpy(d_in[{b.index}], inputs[{b.index}], {nbytes(b)}, cudaMemcpyHostToDevice))) "
+              "return e;" for b in ins]
+    lines.append("  int status;")
+    for k in kernels:
+        lines.append(f"  if ((status = {k.name}_launch({', '.join(ptr(a) for a in k.args)}))) return status;")
+    for i, key in copies.items():
+        lines.append(f"  if ((e = cudaMemcpy(d_out[{i}], {ptr(key)}, {nbytes(buffers[key])}, "
+                     "cudaMemcpyDeviceToDevice))) return e;")
+    lines.append("  if ((e = cudaDeviceSynchronize())) return e;")
+    lines += [f"  if ((e = cudaMemcpy(outputs[{i}], d_out[{i}], {n}, cudaMemcpyDeviceToHost))) return e;"
+              for i, n in enumerate(out_bytes)]
+    lines += ["  return 0;", "}"]
+    return "\n".join(lines) + "\n"
+
+
 def _run_function(kernels: list[Kernel], buffers: dict[str, Buffer], copies: dict[int, str]) -> str:
     def ptr(key: str) -> str:
         b = buffers[key]
@@ -480,7 +539,10 @@ def _publish(out_dir: Path, texts: dict[str, str], weights: bytes, manifest: dic
     try:
         for name, text in texts.items():
             (stage / name).write_text(text)
-        compile_shared(texts["model.c"], stage / "model.so")
+        if "model.cu" in texts:
+            _cuda().compile_cuda(texts["model.cu"], stage / "model.so")
+        else:
+            compile_shared(texts["model.c"], stage / "model.so")
         (stage / "weights.bin").write_bytes(weights)
         if write_onnx is not None:
             write_onnx(stage / "model.onnx")

@@ -49,6 +49,8 @@ def compile_command(model: Path, target: str, out: Path, no_optimize: bool, libr
 
     if Path(model).resolve() == Path(out).resolve():
         raise click.UsageError("the output directory cannot be the model file")
+    if trials and target != "cpu":
+        raise click.UsageError(f"--tune measures kernels on this CPU; it does not apply to --target {target}")
     started = time.perf_counter()
     imported = load(model, input_shapes)
     console = Console(stderr=True)
@@ -58,7 +60,7 @@ def compile_command(model: Path, target: str, out: Path, no_optimize: bool, libr
         library = load_library(library_path)
         result = optimize(imported, library, cost_model(cost, 0, imported.opset), Settings(1.05, 1000, 30.0, 0))
         graph_model, rewrites = result.model, len(result.outcome.applied)
-    config_for = config_source(records, trials, progress=not as_json)
+    config_for = config_source(records, trials, progress=not as_json) if target == "cpu" else None
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True, disable=as_json) as bar:
         task = bar.add_task("generating kernels", total=None)
