@@ -213,7 +213,6 @@ def test_representatives_compile_with_nvcc(funcs: list[PrimFunc]) -> None:
     _compile(chosen)
 
 
-@pytest.mark.slow
 @needs_nvcc
 def test_every_kernel_compiles_with_nvcc(funcs: list[PrimFunc]) -> None:
     _compile(funcs)
