@@ -36,18 +36,6 @@ def fuse_all(stage: Stage, axes: Sequence[IterVar]) -> IterVar:
     return fused
 
 
-def parallel_unfused(stage: Stage, rows: Sequence[IterVar]) -> None:
-    """Run the longest of `rows` in parallel without fusing them.
-
-    For a stage that another is computed at, inside its innermost row loop: bound inference
-    needs the attached stage's indices linear in that loop, and a fused loop's div/mod
-    terms defeat it (lower's `_same` cannot prove `f // 4 - f // 4` zero, so the region
-    becomes the whole tensor, recomputed in every iteration)."""
-    longest = max(rows, key=lambda ax: ax.extent, default=None)
-    if longest is not None and longest.extent > 1:
-        stage.parallel(longest)
-
-
 def _power_of_two(n: int) -> bool:
     return n & (n - 1) == 0
 

@@ -27,7 +27,7 @@ from codegen.te.tensor import IterVar, Tensor
 from codegen.topi.injective import (
     VECTOR_WIDTHS,
     broadcast_read,
-    parallel_unfused,
+    fuse_all,
     schedule_elementwise,
     vectorize_lanes,
 )
@@ -145,10 +145,9 @@ def _vectorize_last(stage: Stage, cfg: Config) -> None:
 
 
 def _row_loop(stage: Stage, axis: int, cfg: Config, move_axis_last: bool) -> IterVar | None:
-    """The axes before `axis` (or, for softmax, all but `axis`) are the row loops, the longest
-    run in parallel (not fused: see `parallel_unfused`), the normalized axes inside them,
-    the innermost vectorized when it is contiguous. Returns the innermost row loop, where
-    the statistics are computed; None when there is a single row."""
+    """The axes before `axis` (or, for softmax, all but `axis`) fused into one parallel row
+    loop, the normalized axes inside it, the innermost vectorized when it is contiguous.
+    Returns the row loop, where the statistics are computed; None when there is one row."""
     axes = list(stage.leaf)
     if move_axis_last:
         outer = axes[:axis] + axes[axis + 1:]
@@ -157,8 +156,12 @@ def _row_loop(stage: Stage, axis: int, cfg: Config, move_axis_last: bool) -> Ite
         outer = axes[:axis]
     if axes[-1] is stage.leaf[-1]:  # the innermost loop reads memory contiguously
         _vectorize_last(stage, cfg)
-    parallel_unfused(stage, outer)
-    return outer[-1] if outer else None
+    if not outer:
+        return None
+    rows = fuse_all(stage, outer)
+    if rows.extent > 1:
+        stage.parallel(rows)
+    return rows
 
 
 def _read(s: Schedule, reader: Stage, name: str) -> Stage:

@@ -17,7 +17,7 @@ from codegen import te
 from codegen.schedule.schedule import Schedule, Stage
 from codegen.te.expr import Expr, const
 from codegen.te.tensor import IterVar, Tensor
-from codegen.topi.injective import VECTOR_WIDTHS, fuse_all, parallel_unfused, schedule_elementwise, vectorize_lanes
+from codegen.topi.injective import VECTOR_WIDTHS, fuse_all, schedule_elementwise, vectorize_lanes
 from codegen.topi.layout import clamp
 from codegen.topi.registry import register_compute, register_schedule
 from codegen.tune.space import Config
@@ -103,19 +103,20 @@ def _window_loops(stage: Stage, cfg: Config, vector: bool, parallel: bool) -> No
 
 def _place_anchor(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config, vector: bool) -> None:
     """When the group's one output is an injective consumer of the anchor (a relu after the
-    pool), the anchor is computed a row at a time inside that output's innermost row loop
+    pool), the anchor is computed a row at a time inside that output's parallel row loop
     instead of into a whole temporary; other outputs get the injective schedule."""
     st = s[anchor]
     readers = s.readers(anchor)
     consumer = readers[0] if len(readers) == 1 and readers[0].is_output else None
     if not st.is_output and consumer is not None and len(consumer.leaf) == len(st.axes) > 1:
-        rows = consumer.leaf[:-1]
-        width = cfg.knob("vector_width", VECTOR_WIDTHS, default=16)
         last = consumer.leaf[-1]
+        rows = fuse_all(consumer, consumer.leaf[:-1])
+        width = cfg.knob("vector_width", VECTOR_WIDTHS, default=16)
         _, inner = consumer.split(last, min(width, last.extent))
         vectorize_lanes(consumer, inner)
-        parallel_unfused(consumer, rows)
-        st.compute_at(consumer, rows[-1])
+        if rows.extent > 1:
+            consumer.parallel(rows)
+        st.compute_at(consumer, rows)
         _window_loops(st, cfg, vector, parallel=False)
     else:
         _window_loops(st, cfg, vector, parallel=True)
