@@ -12,7 +12,8 @@ Usage: ``python -m benchmarks.codegen_kernels [--tune N] [--runs R] [--threads T
 
 Threads: T for our kernels (OpenMP), ORT and torch; numpy keeps OpenBLAS's own count (all cores
 unless OPENBLAS_NUM_THREADS says otherwise, which must be set before Python starts). Idle OpenMP
-workers sleep (OMP_WAIT_POLICY=passive, as ORT's allow_spinning=0) unless --spin.
+workers follow libgomp's default (spin briefly, then sleep) unless --wait-policy says passive
+(sleep at once, as ORT's allow_spinning=0 has its threads do) or active (spin).
 
 "Best" is a grid search over a small part of each template's knob space, measured here
 (labelled "grid"), or with --tune N the tuner (codegen.tune) with N trials per kernel. Every
@@ -89,7 +90,7 @@ def compile_template(template: Template, cfg: Config, name: str) -> Callable[[Se
 
 
 def grid_search(template: Template, arrays: Sequence[np.ndarray], grid: dict[str, Sequence[Any]],
-                name: str, runs: int = 3) -> tuple[dict[str, Any], float]:
+                name: str, runs: int = 7) -> tuple[dict[str, Any], float]:
     """The fastest point of `grid` (knob -> values), each compiled and timed here."""
     best: tuple[dict[str, Any], float] | None = None
     for values in itertools.product(*grid.values()):
@@ -280,18 +281,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=2, metavar="T", help="threads for every contender")
     parser.add_argument("--json", type=Path, default=Path("benchmarks/results/codegen_kernels.json"),
                         metavar="OUT", help="results file")
-    parser.add_argument("--spin", action="store_true", help="let idle OpenMP workers spin (OMP_WAIT_POLICY=active)")
+    parser.add_argument("--wait-policy", choices=("default", "passive", "active"), default="default",
+                        help="OMP_WAIT_POLICY for our kernels' idle workers (default: libgomp's)")
     parser.add_argument("--only", choices=("matmul", "conv", "chain"), action="append", help="run only these")
     args = parser.parse_args(argv)
-    # read when the first kernel loads libgomp: idle workers sleep, as ORT's allow_spinning=0 has them do
-    # (spinning workers on a loaded 2-core machine steal the time slices of the ones still working)
+    # read when the first kernel loads libgomp
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
-    os.environ.setdefault("OMP_WAIT_POLICY", "active" if args.spin else "passive")
+    if args.wait_policy != "default":
+        os.environ["OMP_WAIT_POLICY"] = args.wait_policy
     only = set(args.only or ("matmul", "conv", "chain"))
     results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "processor": platform.processor(),
                                            "load_average": list(os.getloadavg())},
                                "threads": args.threads, "runs": args.runs,
-                               "omp_wait_policy": os.environ["OMP_WAIT_POLICY"],
+                               "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "libgomp default"),
                                "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default")}
     with tempfile.TemporaryDirectory() as tmp:
         records = Path(tmp) / "tuning.jsonl"
