@@ -281,11 +281,11 @@ class _Builder:
                 reads.append(key)
             return tensors[(ref, form)]
 
-        def packed_weight(ref: Ref) -> Tensor:
+        def packed_weight(ref: Ref, groups: int) -> Tensor:
             w = placeholder(g.type(ref).shape, g.type(ref).dtype.value, "w")
             key = self.key(ref, layout.PLAIN)
             weight_args[key] = w
-            packed = conv.pack_weight(w, lay, lay)
+            packed = conv.pack_weight(w, lay, lay, groups)
             stand_in = placeholder(packed.shape, packed.dtype, f"pre{len(hoisted)}")
             hoisted.append(Hoisted(f"{name}.{key}.packed", packed, stand_in))
             return stand_in
@@ -296,7 +296,7 @@ class _Builder:
                 return computed[ref] if ref in computed else arg(ref, form)
             if lay != layout.PLAIN and node.op.name == "conv2d":
                 data, w, *bias = node.inputs
-                outs: tuple[Tensor, ...] = (conv.conv2d_nchwc(operand(data, lay), packed_weight(w),
+                outs: tuple[Tensor, ...] = (conv.conv2d_nchwc(operand(data, lay), packed_weight(w, node.attrs.groups),
                                                               operand(bias[0], layout.PLAIN) if bias else None,
                                                               node.attrs, node.types[0].shape[1]),)
             elif lay != layout.PLAIN:

@@ -17,6 +17,7 @@ from dataclasses import replace
 import numpy as np
 
 from codegen.graph.partition import ELEMENTWISE, Group
+from codegen.topi import conv
 from taso_py.graph.ir import Graph, Node, Ref
 
 PLAIN = 0
@@ -43,9 +44,10 @@ def _node_can_block(g: Graph, node: Node, block: int) -> bool:
     ranks_ok = all(len(t.shape) == 4 and t.shape[1] % block == 0 for t in node.types)
     if not ranks_ok:
         return False
-    if node.op.name == "conv2d":
-        w = g.type(node.inputs[1])
-        return node.attrs.groups == 1 and w.shape[1] % block == 0 and w.shape[0] % block == 0
+    if node.op.name == "conv2d":  # whole blocks in and out (the tensors here are never padded)
+        w = g.type(node.inputs[1]).shape
+        return (conv.nchwc_supports(node.attrs, w, block) and w[0] % block == 0
+                and g.type(node.inputs[0]).shape[1] % block == 0)
     if node.op.name in ELEMENTWISE:
         channels = node.types[0].shape[1]
         for r in node.inputs:

@@ -329,8 +329,9 @@ def _stride(index: Expr, var: Var) -> int | None:
 
 def _vector_buffers(body: Stmt) -> dict[Buffer, VecType]:
     """Local buffers whose every access is a whole, aligned vector of one vectorized loop."""
+    tiles = {r.buffer for s in walk_stmts(body) if isinstance(s, Intrinsic) for r in s.regions}  # passed as float*
     local = {s.buffer for s in walk_stmts(body) if isinstance(s, Allocate) and s.buffer.scope == "local"
-             and s.buffer.size * np.dtype(s.buffer.dtype).itemsize <= SMALL_LOCAL}
+             and s.buffer.size * np.dtype(s.buffer.dtype).itemsize <= SMALL_LOCAL and s.buffer not in tiles}
     lanes: dict[Buffer, set[int]] = {b: set() for b in local}
     ok = dict.fromkeys(local, True)
 
