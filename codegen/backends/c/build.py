@@ -37,22 +37,29 @@ def compiler() -> str:
 
 
 def compile_shared(source: str, out: Path | None = None, extra: Sequence[str] = ()) -> Path:
-    """A shared library built from `source`; rebuilt only when the source or flags change."""
-    cc = compiler()
-    flags = list(CFLAGS) + list(extra)
-    digest = hashlib.sha256((cc + " ".join(flags) + "\n" + source).encode()).hexdigest()[:20]
-    target = out or cache_dir() / f"k_{digest}.so"
+    """A shared library built from C `source` by gcc; rebuilt only when the source or flags change."""
+    return build_library(compiler(), [*CFLAGS, *extra], source, out, ".c", libs=("-lm",))
+
+
+def build_library(tool: str, flags: Sequence[str], source: str, out: Path | None, suffix: str,
+                  libs: Sequence[str] = ()) -> Path:
+    """`source` (a `suffix` file) compiled by `tool` into a shared library: at `out`, or in the
+    cache under the content hash of tool, flags and source (then reused); written atomically.
+    The C and CUDA backends share it; a compiler error is one line."""
+    digest = hashlib.sha256((tool + " ".join(flags) + "\n" + source).encode()).hexdigest()[:20]
+    name = Path(tool).name
+    target = out or cache_dir() / f"{name}_{digest}.so"
     if target.exists() and out is None:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="taso-cc-") as tmp:
-        c_file = Path(tmp) / "kernel.c"
-        c_file.write_text(source)
+    with tempfile.TemporaryDirectory(prefix=f"taso-{name}-") as tmp:
+        src = Path(tmp) / f"kernel{suffix}"
+        src.write_text(source)
         so_tmp = Path(tmp) / "kernel.so"
-        proc = subprocess.run([cc, *flags, str(c_file), "-o", str(so_tmp), "-lm"], capture_output=True, text=True)
+        proc = subprocess.run([tool, *flags, str(src), "-o", str(so_tmp), *libs], capture_output=True, text=True)
         if proc.returncode != 0:
             first = next((ln for ln in proc.stderr.splitlines() if "error" in ln), proc.stderr.strip()[:300])
-            raise CodegenError(f"gcc failed on generated code: {first}")
+            raise CodegenError(f"{name} failed on generated code: {first}")
         fd, staged = tempfile.mkstemp(dir=target.parent, suffix=".so.tmp")
         os.close(fd)
         shutil.copyfile(so_tmp, staged)

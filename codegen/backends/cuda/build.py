@@ -9,18 +9,15 @@ Ampere on; $TASO_CUDA_ARCH replaces those flags (e.g. "-arch=sm_86").
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import shlex
 import shutil
-import subprocess
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from codegen.backends.c.build import cache_dir
+from codegen.backends.c.build import build_library
 from codegen.errors import CodegenError
 from codegen.lower.ir import Buffer, PrimFunc
 
@@ -43,27 +40,8 @@ def arch_flags() -> tuple[str, ...]:
 
 
 def compile_cuda(source: str, out: Path | None = None) -> Path:
-    """A shared library built from CUDA `source`; rebuilt only when the source, nvcc or flags change."""
-    exe = nvcc()
-    flags = [*NVCC_FLAGS, *arch_flags()]
-    digest = hashlib.sha256((exe + " ".join(flags) + "\n" + source).encode()).hexdigest()[:20]
-    target = out or cache_dir() / f"cu_{digest}.so"
-    if target.exists() and out is None:
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="taso-nvcc-") as tmp:
-        cu = Path(tmp) / "kernel.cu"
-        cu.write_text(source)
-        so_tmp = Path(tmp) / "kernel.so"
-        proc = subprocess.run([exe, *flags, str(cu), "-o", str(so_tmp)], capture_output=True, text=True)
-        if proc.returncode != 0:
-            first = next((ln for ln in proc.stderr.splitlines() if "error" in ln), proc.stderr.strip()[:300])
-            raise CodegenError(f"nvcc failed on generated code: {first}")
-        fd, staged = tempfile.mkstemp(dir=target.parent, suffix=".so.tmp")
-        os.close(fd)
-        shutil.copyfile(so_tmp, staged)
-        os.replace(staged, target)
-    return target
+    """A shared library built from CUDA `source` by nvcc; rebuilt only when the source, nvcc or flags change."""
+    return build_library(nvcc(), [*NVCC_FLAGS, *arch_flags()], source, out, ".cu")
 
 
 class CudaKernel:
