@@ -194,7 +194,7 @@ def publish_module(g: Graph, b: _Builder, order: list[Kernel], report: CompileRe
     source = emitter.module_source(sources)
     manifest = _manifest(g, order, b.buffers, plan.arena_bytes, report)
     if cuda:
-        out_bytes = [int(np.prod(g.type(r).shape, dtype=np.int64)) * g.type(r).dtype.numpy.itemsize for r in g.outputs]
+        out_bytes = [_nbytes(Buffer("", g.type(r).shape, g.type(r).dtype.value, "output")) for r in g.outputs]
         source += _cuda_run_function(order, b.buffers, b.copies, plan.arena_bytes, len(weights), out_bytes)
         manifest.update(target="cuda")
     elif steps is None:
@@ -366,8 +366,7 @@ def _lifetimes(kernels: list[Kernel], buffers: dict[str, Buffer]) -> list[Lifeti
             first.setdefault(key, k)
         for key in kernel.reads:
             last[key] = k
-    nbytes = {b.key: int(np.prod(b.shape, dtype=np.int64)) * np.dtype(b.dtype).itemsize for b in buffers.values()}
-    return [Lifetime(key, nbytes[key], first[key], last.get(key, first[key]))
+    return [Lifetime(key, _nbytes(b), first[key], last.get(key, first[key]))
             for key, b in buffers.items() if b.kind == "arena"]
 
 
@@ -448,15 +447,8 @@ def _cuda_run_function(kernels: list[Kernel], buffers: dict[str, Buffer], copies
     launch on device pointers, outputs back; returns 0 or a status (see taso_cuda_error_string)."""
     ins = sorted((b for b in buffers.values() if b.kind == "input"), key=lambda b: b.index)
 
-    def nbytes(b: Buffer) -> int:
-        return int(np.prod(b.shape, dtype=np.int64)) * np.dtype(b.dtype).itemsize
-
     def ptr(key: str) -> str:
-        b = buffers[key]
-        ctype = {"float32": "float", "int64": "int64_t", "int32": "int32_t", "bool": "bool"}.get(b.dtype, "float")
-        base = {"input": f"d_in[{b.index}]", "output": f"d_out[{b.index}]",
-                "weight": f"(d_weights + {b.offset})", "arena": f"(d_arena + {b.offset})"}[b.kind]
-        return f"({ctype}*)({base})"
+        return _pointer(buffers[key], "d_in", "d_out", "d_weights", "d_arena")
 
     lines = ["", 'extern "C" int taso_model_run(void** inputs, void** outputs, char* weights, char* arena) {',
              "  static char* d_weights = 0; static char* d_arena = 0;",
@@ -467,16 +459,16 @@ def _cuda_run_function(kernels: list[Kernel], buffers: dict[str, Buffer], copies
              f"    if ((e = cudaMalloc((void**)&d_weights, {max(weight_bytes, 1)}))) return e;",
              f"    if ((e = cudaMemcpy(d_weights, weights, {weight_bytes}, cudaMemcpyHostToDevice))) return e;",
              f"    if ((e = cudaMalloc((void**)&d_arena, {max(arena, 1)}))) return e;"]
-    lines += [f"    if ((e = cudaMalloc(&d_in[{b.index}], {nbytes(b)}))) return e;" for b in ins]
+    lines += [f"    if ((e = cudaMalloc(&d_in[{b.index}], {_nbytes(b)}))) return e;" for b in ins]
     lines += [f"    if ((e = cudaMalloc(&d_out[{i}], {n}))) return e;" for i, n in enumerate(out_bytes)]
     lines.append("  }")
-    lines += [f"  if ((e = cudaMemcpy(d_in[{b.index}], inputs[{b.index}], {nbytes(b)}, cudaMemcpyHostToDevice))) "
+    lines += [f"  if ((e = cudaMemcpy(d_in[{b.index}], inputs[{b.index}], {_nbytes(b)}, cudaMemcpyHostToDevice))) "
               "return e;" for b in ins]
     lines.append("  int status;")
     for k in kernels:
         lines.append(f"  if ((status = {k.name}_launch({', '.join(ptr(a) for a in k.args)}))) return status;")
     for i, key in copies.items():
-        lines.append(f"  if ((e = cudaMemcpy(d_out[{i}], {ptr(key)}, {nbytes(buffers[key])}, "
+        lines.append(f"  if ((e = cudaMemcpy(d_out[{i}], {ptr(key)}, {_nbytes(buffers[key])}, "
                      "cudaMemcpyDeviceToDevice))) return e;")
     lines.append("  if ((e = cudaDeviceSynchronize())) return e;")
     lines += [f"  if ((e = cudaMemcpy(outputs[{i}], d_out[{i}], {n}, cudaMemcpyDeviceToHost))) return e;"
@@ -485,21 +477,27 @@ def _cuda_run_function(kernels: list[Kernel], buffers: dict[str, Buffer], copies
     return "\n".join(lines) + "\n"
 
 
+def _nbytes(b: Buffer) -> int:
+    return int(np.prod(b.shape, dtype=np.int64)) * np.dtype(b.dtype).itemsize
+
+
+def _pointer(b: Buffer, inputs: str, outputs: str, weights: str, arena: str) -> str:
+    """A C expression for buffer `b`'s address, given the names of the run function's bases."""
+    from codegen.backends.c.emit import C_TYPES
+    base = {"input": f"{inputs}[{b.index}]", "output": f"{outputs}[{b.index}]",
+            "weight": f"({weights} + {b.offset})", "arena": f"({arena} + {b.offset})"}[b.kind]
+    return f"({C_TYPES[b.dtype]}*)({base})"
+
+
 def _run_function(kernels: list[Kernel], buffers: dict[str, Buffer], copies: dict[int, str]) -> str:
     def ptr(key: str) -> str:
-        b = buffers[key]
-        ctype = {"float32": "float", "int64": "int64_t", "int32": "int32_t", "bool": "bool"}.get(b.dtype, "float")
-        base = {"input": f"inputs[{b.index}]", "output": f"outputs[{b.index}]",
-                "weight": f"(weights + {b.offset})", "arena": f"(arena + {b.offset})"}[b.kind]
-        return f"({ctype}*)({base})"
+        return _pointer(buffers[key], "inputs", "outputs", "weights", "arena")
 
     lines = ["", "void taso_model_run(void** inputs, void** outputs, char* weights, char* arena) {"]
     for k in kernels:
         lines.append(f"  {k.name}({', '.join(ptr(a) for a in k.args)});")
     for i, key in copies.items():  # outputs that no kernel writes: an input, a weight, a repeat
-        b = buffers[key]
-        nbytes = int(np.prod(b.shape, dtype=np.int64)) * np.dtype(b.dtype).itemsize
-        lines.append(f"  memcpy(outputs[{i}], {ptr(key)}, {nbytes});")
+        lines.append(f"  memcpy(outputs[{i}], {ptr(key)}, {_nbytes(buffers[key])});")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
