@@ -38,7 +38,7 @@ def compiler() -> str:
 
 def compile_shared(source: str, out: Path | None = None, extra: Sequence[str] = ()) -> Path:
     """A shared library built from C `source` by gcc; rebuilt only when the source or flags change."""
-    return build_library(compiler(), [*CFLAGS, *extra], source, out, ".c", libs=("-lm",))
+    return build_library(compiler(), [*CFLAGS, *extra], source, out, ".c", libs=("-lmvec", "-lm"))
 
 
 def build_library(tool: str, flags: Sequence[str], source: str, out: Path | None, suffix: str,

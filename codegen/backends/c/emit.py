@@ -47,6 +47,15 @@ static inline int32_t fdiv_i32(int32_t a, int32_t b) {
   int32_t q = a / b; return q - ((a % b != 0) & ((a < 0) != (b < 0))); }
 static inline int32_t fmod_i32(int32_t a, int32_t b) {
   int32_t r = a % b; return r + ((r != 0) & ((r < 0) != (b < 0))) * b; }
+/* glibc's vector math (libmvec): `omp simd` loops call e.g. _ZGVeN16v_expf, 16 lanes at a time */
+#pragma omp declare simd notinbranch
+float expf(float);
+#pragma omp declare simd notinbranch
+float logf(float);
+#pragma omp declare simd notinbranch
+float tanhf(float);
+#pragma omp declare simd notinbranch
+float erff(float);
 static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
