@@ -176,3 +176,12 @@ def test_threads_is_a_knob_of_every_parallel_template() -> None:
     assert "num_threads(1)" in text
     default = CEmitter().function(lower(topi.schedule_group([r], Config()), [a, r], "relu_all"))
     assert "num_threads" not in default and "omp parallel for" in default
+
+
+def test_an_empty_tensor_is_a_clear_error(tmp_path: Path) -> None:
+    g = Graph()
+    x = g.add_input("x", TensorType((3, 4)))
+    (y,) = g.add("pad", [x], pads=(0, -2, 0, -2))
+    g.set_outputs([y], ["y"])
+    with pytest.raises(CodegenError, match="empty output"):
+        compile_graph(g, tmp_path / "m")

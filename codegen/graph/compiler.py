@@ -294,6 +294,10 @@ class _Builder:
         for node in group.nodes:
             def operand(ref: Ref, form: int) -> Tensor:
                 return computed[ref] if ref in computed else arg(ref, form)
+            empty = next((t for t in node.types if t.shape is not None and 0 in t.shape), None)
+            if empty is not None:
+                raise CodegenError(f"{node.op.name} {g.name_of(node.outputs[0])!r} has an empty output "
+                                   f"{tuple(empty.shape)}: the code generator needs at least one element")
             if lay != layout.PLAIN and node.op.name == "conv2d":
                 data, w, *bias = node.inputs
                 outs: tuple[Tensor, ...] = (conv.conv2d_nchwc(operand(data, lay), packed_weight(w, node.attrs.groups),
