@@ -243,7 +243,8 @@ class CEmitter:
 
     def vexpr(self, e: Expr, var: Var, vt: VecType) -> str | None:
         if var not in {x for x in walk(e) if isinstance(x, Var)}:
-            return f"(({vt.name}){{}} + ({self.expr(e)}))" if not _is_index(e) else None
+            # a broadcast: x - 0 is x for every float (even -0), so gcc folds it away; {} + x it cannot
+            return f"(({self.expr(e)}) - ({vt.name}){{}})" if not _is_index(e) else None
         if isinstance(e, Load):
             return self.vptr(e.buffer, e.index, var, vt) if _stride(e.index, var) == 1 else None
         if isinstance(e, Binary) and e.op in ("+", "-", "*", "/"):
