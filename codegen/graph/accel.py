@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from codegen.graph import layout
-from codegen.graph.compiler import Buffer, CompileReport, Kernel, _Builder, prepare, publish_module
+from codegen.graph.compiler import CompileReport, prepare, publish_module
+from codegen.graph.kernels import Buffer, Kernel, KernelBuilder
 from codegen.graph.partition import Group, make_group, partition
 from taso_py.graph.evaluate import evaluate
 from taso_py.graph.ir import Graph, Node
@@ -91,7 +92,7 @@ def compile_accel(graph: Graph, out_dir: Path, write_onnx: Callable[[Path], None
     report.seconds["passes"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    b = _Builder(g, None)
+    b = KernelBuilder(g, None)
     order: list[Kernel] = []
     steps: list[dict[str, Any]] = []
     for k, (kind, item) in enumerate(plan):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from codegen.backends.c.build import cache_dir
-from codegen.graph.compiler import ConfigFor, Template
+from codegen.graph.kernels import ConfigFor, Template
 from codegen.tune import records, tuner
 from codegen.tune.space import Config
 

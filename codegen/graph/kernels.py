@@ -1,0 +1,280 @@
+"""Lowering fused groups to kernels: compute definitions, layouts, schedules and pre-packed weights.
+
+`KernelBuilder` walks the groups in order. For each it builds the tensor expressions of its
+nodes in the group's layout (inserting a layout transform kernel where an input was produced
+in the other one), schedules them (the group's template, with knobs from tuning records), takes
+weight-only stages out as compile-time work (`Hoisted`), and lowers the result; the buffers
+each kernel reads and writes are tracked by key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from codegen import topi
+from codegen.errors import CodegenError
+from codegen.graph import layout
+from codegen.graph.partition import Group
+from codegen.lower.ir import PrimFunc
+from codegen.lower.lower import lower
+from codegen.te.tensor import Tensor, compute, placeholder
+from codegen.topi import conv
+from codegen.tune.space import Config
+from taso_py.graph.ir import Graph, Ref
+from taso_py.types import TensorType
+
+# A group's schedule as a tuning template: knobs -> (schedule, kernel arguments)
+Template = Callable[[Config], tuple[Any, list[Tensor]]]
+ConfigFor = Callable[[str, Template], Config]  # (workload key, template) -> knobs; default: untuned
+
+
+@dataclass
+class Kernel:
+    name: str  # the C function
+    group: str  # what it computes, e.g. conv2d_add_relu, or a layout transform
+    reads: list[str]  # buffer keys
+    writes: list[str]
+    workload: str
+
+    @property
+    def args(self) -> list[str]:
+        return self.reads + self.writes
+
+
+@dataclass
+class Buffer:
+    key: str
+    shape: tuple[int, ...]
+    dtype: str
+    kind: str  # input | output | weight | arena
+    offset: int = 0  # in weights.bin or the arena
+    index: int = 0  # position among the inputs or outputs
+
+
+@dataclass
+class Hoisted:
+    """A weight-only computation (packing a weight, say): the kernel reads `stand_in`, and
+    `tensor` is computed once at compile time from the weight placeholders it reads."""
+
+    key: str  # buffer key of the computed value
+    tensor: Tensor
+    stand_in: Tensor
+
+
+@dataclass
+class Lowered:
+    func: PrimFunc
+    kernel: Kernel
+    hoisted: list[Hoisted]
+    weight_args: dict[str, Tensor]  # buffer key -> placeholder, of the weights `hoisted` read
+
+
+class KernelBuilder:
+    """Lowers groups in order, tracking the layout each tensor was produced in and the buffers."""
+
+    def __init__(self, g: Graph, config_for: ConfigFor | None, target: str = "cpu") -> None:
+        self.g = g
+        self.config_for = config_for
+        self.target = target
+        self.buffers: dict[str, Buffer] = {}
+        self.values: dict[str, np.ndarray] = {}
+        self.produced: dict[Ref, int] = {n.outputs[0]: layout.PLAIN for n in g.inputs}
+        self.steps: list[Lowered] = []
+        self.copies: dict[int, str] = {}  # graph output index -> buffer key no kernel writes there
+        self.outputs = {r: i for i, r in reversed(list(enumerate(g.outputs)))}
+
+    # ---- buffers ---------------------------------------------------------------------------
+
+    def key(self, ref: Ref, lay: int) -> str:
+        """The buffer holding `ref` in layout `lay` (registered on first use)."""
+        g = self.g
+        name = g.name_of(ref)
+        key = name if lay == layout.PLAIN else f"{name}@nchw{lay}c"
+        if key not in self.buffers:
+            t = g.type(ref)
+            shape = tuple(t.shape) if lay == layout.PLAIN else layout.blocked_shape(t.shape, lay)
+            kind, index = "arena", 0
+            if lay == layout.PLAIN and ref.node in g.input_ids:
+                kind, index = "input", g.input_ids.index(ref.node)
+            elif lay == layout.PLAIN and ref in self.outputs:
+                kind, index = "output", self.outputs[ref]
+            elif g.weight(ref) is not None:
+                kind = "weight"
+                value = g.weight(ref)
+                self.values[key] = value if lay == layout.PLAIN else layout.block_array(value, lay)
+            self.buffers[key] = Buffer(key, shape, t.dtype.value, kind, index=index)
+        return key
+
+    def data(self, ref: Ref, lay: int) -> str:
+        """`ref` in layout `lay`, inserting a layout transform kernel where it was produced in another."""
+        have = self.produced[ref]
+        key = self.key(ref, lay)
+        if have != lay and not any(key in s.kernel.writes for s in self.steps):
+            self.transform(ref, have, lay)
+        return key
+
+    # ---- kernels ---------------------------------------------------------------------------
+
+    def transform(self, ref: Ref, src: int, dst: int) -> None:
+        t = self.g.type(ref)
+        shape = tuple(t.shape) if src == layout.PLAIN else layout.blocked_shape(t.shape, src)
+        x = placeholder(shape, t.dtype.value, "in0")
+        y = conv.pack_data(x, dst) if dst != layout.PLAIN else conv.unpack_data(x, t.shape[1])
+        name = f"layout_nchw{dst}c" if dst != layout.PLAIN else "layout_nchw"
+        kernel = Kernel("", name, [self.key(ref, src)], [self.key(ref, dst)], f"{name}{shape}")
+        self.steps.append(self._lower(kernel, [x], [y], {}, []))
+
+    def group(self, group: Group, lay: int) -> None:
+        g = self.g
+        tensors: dict[tuple[Ref, int], Tensor] = {}  # (ref, layout) -> te tensor
+        args: list[Tensor] = []
+        reads: list[str] = []
+        hoisted: list[Hoisted] = []
+        weight_args: dict[str, Tensor] = {}
+        name = f"k{len(self.steps)}"
+
+        def arg(ref: Ref, form: int) -> Tensor:
+            if (ref, form) not in tensors:
+                key = self.key(ref, form) if g.weight(ref) is not None else self.data(ref, form)
+                buf = self.buffers[key]
+                tensors[(ref, form)] = placeholder(buf.shape, buf.dtype, f"in{len(args)}")  # positional names
+                args.append(tensors[(ref, form)])
+                reads.append(key)
+            return tensors[(ref, form)]
+
+        def packed_weight(ref: Ref, groups: int) -> Tensor:
+            w = placeholder(g.type(ref).shape, g.type(ref).dtype.value, "w")
+            key = self.key(ref, layout.PLAIN)
+            weight_args[key] = w
+            packed = conv.pack_weight(w, lay, lay, groups)
+            stand_in = placeholder(packed.shape, packed.dtype, f"pre{len(hoisted)}")
+            hoisted.append(Hoisted(f"{name}.{key}.packed", packed, stand_in))
+            return stand_in
+
+        computed: dict[Ref, Tensor] = {}
+        for node in group.nodes:
+            def operand(ref: Ref, form: int) -> Tensor:
+                return computed[ref] if ref in computed else arg(ref, form)
+            empty = next((t for t in node.types if t.shape is not None and 0 in t.shape), None)
+            if empty is not None:
+                raise CodegenError(f"{node.op.name} {g.name_of(node.outputs[0])!r} has an empty output "
+                                   f"{tuple(empty.shape)}: the code generator needs at least one element")
+            if lay != layout.PLAIN and node.op.name == "conv2d":
+                data, w, *bias = node.inputs
+                outs: tuple[Tensor, ...] = (conv.conv2d_nchwc(operand(data, lay), packed_weight(w, node.attrs.groups),
+                                                              operand(bias[0], layout.PLAIN) if bias else None,
+                                                              node.attrs, node.types[0].shape[1]),)
+            elif lay != layout.PLAIN:
+                types = [TensorType(layout.blocked_shape(t.shape, lay), t.dtype) for t in node.types]
+                outs = topi.compute(node.op.name, [operand(r, lay) for r in node.inputs],
+                                    layout.blocked_attrs(node, lay), types)
+            else:
+                outs = topi.compute(node.op.name, [operand(r, lay) for r in node.inputs], node.attrs, node.types)
+            computed.update(zip(node.outputs, outs))
+        outputs: list[Tensor] = []
+        writes: list[str] = []
+        for ref in group.outputs:
+            t = computed[ref]
+            if t.op in {o.op for o in outputs}:  # the same tensor twice: copy it out
+                t = compute(t.shape, lambda *i, src=t: src[i], name="copy", tag="injective")
+            outputs.append(t)
+            writes.append(self.key(ref, lay))
+            self.produced[ref] = lay
+        kernel = Kernel("", group.name, reads, writes, _workload(g, group, lay))
+        self.steps.append(self._lower(kernel, args, outputs, weight_args, hoisted))
+
+    def finish(self) -> None:
+        """Graph outputs in NCHW: a transform where the last kernel wrote them blocked; a copy where
+        no kernel writes them (an input or a weight, or the same tensor twice)."""
+        for i, ref in enumerate(self.g.outputs):
+            if self.produced.get(ref, layout.PLAIN) != layout.PLAIN and not any(
+                    self.key(ref, layout.PLAIN) in s.kernel.writes for s in self.steps):
+                self.transform(ref, self.produced[ref], layout.PLAIN)
+            key = self.key(ref, layout.PLAIN)
+            buf = self.buffers[key]
+            if buf.kind != "output" or buf.index != i:
+                self.copies[i] = key
+
+    def _lower(self, kernel: Kernel, args: list[Tensor], outputs: list[Tensor], weight_args: dict[str, Tensor],
+               hoisted: list[Hoisted]) -> Lowered:
+        name = f"k{len(self.steps)}"
+
+        def template(cfg: Config) -> tuple[Any, list[Tensor]]:
+            return topi.schedule_group(outputs, cfg, self.target), args + [h.stand_in for h in hoisted] + outputs
+
+        try:
+            cfg = self.config_for(kernel.workload, template) if self.config_for else Config()
+            sched, _ = template(cfg)
+            keys = dict(zip([a.op for a in args], kernel.reads))
+            weights = {a.op for a in args if self.buffers[keys[a.op]].kind == "weight"}
+            more = _hoist_weight_stages(sched, weights, name)
+            if more:  # weights packed by the schedule: computed from the kernel's weight arguments
+                weight_args.update({keys[a.op]: a for a in args if a.op in weights})
+            read = {t.op for st in sched.stages for t in st.reads()}
+            sched.placeholders = [p for p in sched.placeholders if p.op in read]
+            kept = [a for a in args if a.op in read]  # a packed weight replaces its original
+            stand_ins = [h.stand_in for h in hoisted + more]
+            func = lower(sched, kept + stand_ins + outputs, name)
+        except CodegenError as e:
+            raise CodegenError(f"kernel {name} ({kernel.group}): {e}") from None
+        kernel.reads = [keys[a.op] for a in kept] + [h.key for h in hoisted + more]
+        return Lowered(func, kernel, hoisted + more, weight_args)
+
+
+# ---- kernels ------------------------------------------------------------------------------
+
+def _hoist_weight_stages(sched: Any, weights: set[Any], kernel: str) -> list[Hoisted]:
+    """Take out of the schedule each root stage that reads only weights (directly or through such
+    stages): the kernel gets its value as an argument, so weights are pre-packed once."""
+    from codegen.schedule.schedule import replace_reads
+    out: list[Hoisted] = []
+    constant = set(weights)
+    for st in list(sched.stages):
+        reads = st.reads()
+        if st.is_output or st.attach != "root" or not reads or not all(t.op in constant for t in reads):
+            continue
+        constant.add(st.op)
+        stand_in = placeholder(st.op.shape, st.op.dtype, f"pre_s{len(out)}")
+        out.append(Hoisted(f"{kernel}.{st.name}", st.tensor, stand_in))
+    for h in out:
+        sched.stages.remove(sched.stage_map.pop(h.tensor.op))
+        sched.placeholders.append(h.stand_in)
+        for reader in sched.stages:
+            reader.body = replace_reads(reader.body, h.tensor, h.stand_in)
+    return out
+
+
+def prepack(steps: list[Lowered], weight_values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Compute every hoisted tensor on the weights with one compiled module (plain loops suffice)."""
+    from codegen.backends.c.build import build
+    from codegen.schedule.schedule import create_schedule
+    jobs = []
+    for k, lw in enumerate(steps):
+        if not lw.hoisted:
+            continue
+        outs = [h.tensor for h in lw.hoisted]
+        sched = create_schedule(outs)
+        ins = [(key, t) for key, t in lw.weight_args.items() if t.op in {p.op for p in sched.placeholders}]
+        jobs.append((lower(sched, [t for _, t in ins] + outs, f"prepack{k}"), ins, lw.hoisted))
+    if not jobs:
+        return {}
+    module = build([f for f, _, _ in jobs])
+    values: dict[str, np.ndarray] = {}
+    for func, ins, hoisted in jobs:
+        results = [np.empty(h.tensor.shape, h.tensor.dtype) for h in hoisted]
+        module[func.name](*[np.ascontiguousarray(weight_values[key]) for key, _ in ins], *results)
+        values.update({h.key: r for h, r in zip(hoisted, results)})
+    return values
+
+
+def _workload(g: Graph, group: Group, lay: int) -> str:
+    """What tuning records are keyed by: the group's operators, attributes, shapes and layout."""
+    parts = [f"{n.op.name}{n.attrs!r}" for n in group.nodes]
+    shapes = [str(g.type(r).shape) for r in group.inputs]
+    text = "|".join(parts) + "|" + ",".join(shapes) + f"|{lay}"
+    return hashlib.sha1(text.encode()).hexdigest()[:16] + ":" + group.name

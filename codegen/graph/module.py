@@ -1,0 +1,170 @@
+"""The compiled module and its directory: the arena's lifetimes, the weights blob, the run
+function (C or CUDA) that calls every kernel in order, the manifest, and the atomic write.
+
+The directory holds `model.so`, its source (`model.c` or `model.cu`), the lowered loops of each
+kernel (`kernels.ir`), `weights.bin`, `manifest.json` (kernels, buffers, inputs and outputs) and
+`model.onnx` (the compiled graph, only for `taso run --check` to compare against ONNX Runtime).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from codegen.backends.c.build import compile_shared
+from codegen.errors import CodegenError
+from codegen.graph.kernels import Buffer, Kernel
+from codegen.graph.memory import Lifetime
+from taso_py.graph.ir import Graph, Ref
+
+MANIFEST_VERSION = 1
+
+
+def lifetimes(kernels: list[Kernel], buffers: dict[str, Buffer]) -> list[Lifetime]:
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for k, kernel in enumerate(kernels):
+        for key in kernel.writes:
+            first.setdefault(key, k)
+        for key in kernel.reads:
+            last[key] = k
+    return [Lifetime(key, nbytes(b), first[key], last.get(key, first[key]))
+            for key, b in buffers.items() if b.kind == "arena"]
+
+
+def weight_blob(values: dict[str, np.ndarray], buffers: dict[str, Buffer]) -> bytes:
+    """The weights kernels read, each 64-byte aligned; their offsets go to their buffers."""
+    blob = bytearray()
+    for key, b in buffers.items():
+        if b.kind != "weight":
+            continue
+        blob += b"\0" * (-len(blob) % 64)
+        b.offset = len(blob)
+        blob += np.ascontiguousarray(values[key], dtype=b.dtype).tobytes()
+    return bytes(blob)
+
+
+def cuda_backend() -> Any:
+    from codegen.backends import cuda
+    return cuda
+
+
+def cuda_run_function(kernels: list[Kernel], buffers: dict[str, Buffer], copies: dict[int, str], arena: int,
+                       weight_bytes: int, out_bytes: list[int]) -> str:
+    """`taso_model_run` on the GPU: weights copied to the device once, inputs in, every kernel's
+    launch on device pointers, outputs back; returns 0 or a status (see taso_cuda_error_string)."""
+    ins = sorted((b for b in buffers.values() if b.kind == "input"), key=lambda b: b.index)
+
+    def ptr(key: str) -> str:
+        return _pointer(buffers[key], "d_in", "d_out", "d_weights", "d_arena")
+
+    lines = ["", 'extern "C" int taso_model_run(void** inputs, void** outputs, char* weights, char* arena) {',
+             "  static char* d_weights = 0; static char* d_arena = 0;",
+             f"  static void* d_in[{max(len(ins), 1)}]; static void* d_out[{max(len(out_bytes), 1)}];",
+             "  int devices = 0; cudaError_t e;",
+             "  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) return -1;",
+             "  if (!d_arena) {",
+             f"    if ((e = cudaMalloc((void**)&d_weights, {max(weight_bytes, 1)}))) return e;",
+             f"    if ((e = cudaMemcpy(d_weights, weights, {weight_bytes}, cudaMemcpyHostToDevice))) return e;",
+             f"    if ((e = cudaMalloc((void**)&d_arena, {max(arena, 1)}))) return e;"]
+    lines += [f"    if ((e = cudaMalloc(&d_in[{b.index}], {nbytes(b)}))) return e;" for b in ins]
+    lines += [f"    if ((e = cudaMalloc(&d_out[{i}], {n}))) return e;" for i, n in enumerate(out_bytes)]
+    lines.append("  }")
+    lines += [f"  if ((e = cudaMemcpy(d_in[{b.index}], inputs[{b.index}], {nbytes(b)}, cudaMemcpyHostToDevice))) "
+              "return e;" for b in ins]
+    lines.append("  int status;")
+    for k in kernels:
+        lines.append(f"  if ((status = {k.name}_launch({', '.join(ptr(a) for a in k.args)}))) return status;")
+    for i, key in copies.items():
+        lines.append(f"  if ((e = cudaMemcpy(d_out[{i}], {ptr(key)}, {nbytes(buffers[key])}, "
+                     "cudaMemcpyDeviceToDevice))) return e;")
+    lines.append("  if ((e = cudaDeviceSynchronize())) return e;")
+    lines += [f"  if ((e = cudaMemcpy(outputs[{i}], d_out[{i}], {n}, cudaMemcpyDeviceToHost))) return e;"
+              for i, n in enumerate(out_bytes)]
+    lines += ["  return 0;", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def nbytes(b: Buffer) -> int:
+    return int(np.prod(b.shape, dtype=np.int64)) * np.dtype(b.dtype).itemsize
+
+
+def _pointer(b: Buffer, inputs: str, outputs: str, weights: str, arena: str) -> str:
+    """A C expression for buffer `b`'s address, given the names of the run function's bases."""
+    from codegen.backends.c.emit import C_TYPES
+    base = {"input": f"{inputs}[{b.index}]", "output": f"{outputs}[{b.index}]",
+            "weight": f"({weights} + {b.offset})", "arena": f"({arena} + {b.offset})"}[b.kind]
+    return f"({C_TYPES[b.dtype]}*)({base})"
+
+
+def c_run_function(kernels: list[Kernel], buffers: dict[str, Buffer], copies: dict[int, str]) -> str:
+    def ptr(key: str) -> str:
+        return _pointer(buffers[key], "inputs", "outputs", "weights", "arena")
+
+    lines = ["", "void taso_model_run(void** inputs, void** outputs, char* weights, char* arena) {"]
+    for k in kernels:
+        lines.append(f"  {k.name}({', '.join(ptr(a) for a in k.args)});")
+    for i, key in copies.items():  # outputs that no kernel writes: an input, a weight, a repeat
+        lines.append(f"  memcpy(outputs[{i}], {ptr(key)}, {nbytes(buffers[key])});")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+# ---- the directory --------------------------------------------------------------------------
+
+def manifest_of(g: Graph, kernels: list[Kernel], buffers: dict[str, Buffer], arena: int,
+                stats: dict[str, int]) -> dict[str, Any]:
+    def tensor(ref: Ref) -> dict[str, Any]:
+        t = g.type(ref)
+        return {"name": g.name_of(ref), "shape": list(t.shape), "dtype": t.dtype.value}
+
+    return {
+        "format": "taso-py compiled model", "version": MANIFEST_VERSION, "target": "cpu",
+        "entry": "taso_model_run", "library": "model.so", "weights": "weights.bin", "arena_bytes": arena,
+        "inputs": [tensor(n.outputs[0]) for n in g.inputs],
+        "outputs": [dict(tensor(r), name=name) for r, name in zip(g.outputs, g.output_names)],
+        "kernels": [{"name": k.name, "group": k.group, "args": k.args, "writes": len(k.writes),
+                     "workload": k.workload} for k in kernels],
+        "buffers": [{"key": b.key, "shape": list(b.shape), "dtype": b.dtype, "kind": b.kind, "offset": b.offset,
+                     "index": b.index} for b in buffers.values()],
+        "stats": stats,
+    }
+
+
+def write_directory(out_dir: Path, texts: dict[str, str], weights: bytes, manifest: dict[str, Any],
+             write_onnx: Callable[[Path], None] | None) -> None:
+    """Build everything in a staging directory beside `out_dir`, then swap it in."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and (not out_dir.is_dir() or (any(out_dir.iterdir())
+                                                      and not (out_dir / "manifest.json").exists())):
+        raise CodegenError(f"{out_dir} exists and is not a taso-py compiled model; choose another -o")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        for name, text in texts.items():
+            (stage / name).write_text(text)
+        if "model.cu" in texts:
+            cuda_backend().compile_cuda(texts["model.cu"], stage / "model.so")
+        else:
+            compile_shared(texts["model.c"], stage / "model.so")
+        (stage / "weights.bin").write_bytes(weights)
+        if write_onnx is not None:
+            write_onnx(stage / "model.onnx")
+        (stage / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        if out_dir.exists():
+            old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
+            os.replace(out_dir, old)
+            os.replace(stage, out_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(stage, out_dir)
+    finally:
+        if stage.exists():
+            shutil.rmtree(stage, ignore_errors=True)
