@@ -22,9 +22,8 @@ from codegen.backends.c.build import compile_shared
 from codegen.errors import CodegenError
 from codegen.graph.kernels import Buffer, Kernel
 from codegen.graph.memory import Lifetime
+from codegen.runtime import MANIFEST_VERSION
 from taso_py.graph.ir import Graph, Ref
-
-MANIFEST_VERSION = 1
 
 
 def lifetimes(kernels: list[Kernel], buffers: dict[str, Buffer]) -> list[Lifetime]:
