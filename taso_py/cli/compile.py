@@ -105,10 +105,10 @@ def _save_checked(original: Path, graph_model: OnnxModel, path: Path, check: boo
               help="Time this many runs (median); with --check also time ONNX Runtime.")
 @click.option("--profile", is_flag=True, help="Time each kernel on its own and list the slowest.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
-@click.option("--rtol", default=1e-4, show_default=True, help="Relative tolerance of --check.")
-@click.option("--atol", default=1e-5, show_default=True, help="Absolute tolerance of --check.")
+@click.option("--rtol", type=float, default=None,
+              help="Tolerance of --check on max|a-b| / max|a| per output (default 1e-4; 0.05 for --target accel).")
 @json_option
-def run_command(directory: Path, check: bool, repeat: int, profile: bool, seed: int, rtol: float, atol: float,
+def run_command(directory: Path, check: bool, repeat: int, profile: bool, seed: int, rtol: float | None,
                 as_json: bool) -> None:
     """Run a compiled model on seeded random inputs; --check compares with ONNX Runtime.
 
@@ -127,11 +127,13 @@ def run_command(directory: Path, check: bool, repeat: int, profile: bool, seed: 
         reference = directory / "model.onnx"
         if not reference.is_file():
             raise CheckFailed(f"{directory} has no model.onnx to check against")
-        comparison = compare_outputs(ort_run(reference, feeds), outputs, rtol, atol)
-        if quantized:  # int8 layers: judged by the scheme's tolerance on max|a-b| / max|a|
-            comparison = dataclasses.replace(comparison, ok=comparison.max_rel <= ACCEL_RTOL)
-        doc["check"] = {**comparison.to_json(), "criterion": f"max rel error <= {ACCEL_RTOL:g} (int8 layers)"
-                        if quantized else f"|a-b| <= {atol:g} + {rtol:g}|a| per element"}
+        # relative to each output's largest magnitude: a dot product of thousands of terms summed in
+        # another order differs by ~1e-5 absolute, which is large next to an output near zero
+        tolerance = rtol if rtol is not None else ACCEL_RTOL if quantized else 1e-4
+        comparison = compare_outputs(ort_run(reference, feeds), outputs)
+        comparison = dataclasses.replace(comparison, ok=comparison.max_rel <= tolerance)
+        doc["check"] = {**comparison.to_json(), "criterion": f"max|a-b| / max|a| <= {tolerance:g}"
+                        + (" (int8 layers)" if quantized else "")}
     if compiled.stats:
         cycles = sum(st.cycles for st in compiled.stats)
         macs = sum(st.macs for st in compiled.stats)
