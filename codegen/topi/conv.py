@@ -75,6 +75,13 @@ def activation(x: Expr, act: str) -> Expr:
     return x
 
 
+def out_size(h: int, w: int, kh: int, kw: int, attrs: Conv2dAttrs) -> tuple[int, int]:
+    """Output height and width of a (kh, kw) window over (h, w) with the attrs' pads, strides, dilations."""
+    t, left, b, right = attrs.pad
+    return ((h + t + b - (kh - 1) * attrs.dilation[0] - 1) // attrs.stride[0] + 1,
+            (w + left + right - (kw - 1) * attrs.dilation[1] - 1) // attrs.stride[1] + 1)
+
+
 def pad_spatial(x: Tensor, pad: Sequence[int], h_axis: int = 2) -> Tensor:
     """x zero-padded on the two spatial axes starting at `h_axis` (pads: top, left, bottom, right)."""
     top, left, bottom, right = pad
@@ -229,11 +236,9 @@ def conv2d_nchwc(data: Tensor, weight: Tensor, bias: Tensor | None, attrs: Conv2
     n, _, h, w, icb = data.shape
     oblocks, cblocks, kh, kw, _, ocb = weight.shape  # cblocks: input blocks per group
     obpg = oblocks // attrs.groups  # output blocks per group
-    t, left, b, right = attrs.pad
+    oh, ow = out_size(h, w, kh, kw, attrs)
     sh, sw = attrs.stride
     dh, dw = attrs.dilation
-    oh = (h + t + b - (kh - 1) * dh - 1) // sh + 1
-    ow = (w + left + right - (kw - 1) * dw - 1) // sw + 1
     p = pad_spatial(data, attrs.pad)
     r = te.reduce_axis(cblocks * kh * kw * icb, "r")
 
@@ -253,11 +258,9 @@ def _depthwise_nchwc(data: Tensor, weight: Tensor, bias: Tensor | None, attrs: C
     """Depthwise on packed data and a [O/cb, KH, KW, cb] kernel: each lane its own channel."""
     n, blocks, h, w, cb = data.shape
     _, kh, kw, _ = weight.shape
-    t, left, b, right = attrs.pad
+    oh, ow = out_size(h, w, kh, kw, attrs)
     sh, sw = attrs.stride
     dh, dw = attrs.dilation
-    oh = (h + t + b - (kh - 1) * dh - 1) // sh + 1
-    ow = (w + left + right - (kw - 1) * dw - 1) // sw + 1
     p = pad_spatial(data, attrs.pad)
     r = te.reduce_axis(kh * kw, "r")
 

@@ -67,6 +67,17 @@ def build_library(tool: str, flags: Sequence[str], source: str, out: Path | None
     return target
 
 
+def check_arrays(name: str, params: Sequence[Buffer], arrays: Sequence[np.ndarray]) -> list[int]:
+    """The arrays' addresses, once each matches its parameter's shape and dtype and is contiguous."""
+    if len(arrays) != len(params):
+        raise CodegenError(f"kernel {name!r} takes {len(params)} arrays, got {len(arrays)}")
+    for a, b in zip(arrays, params):
+        if a.shape != b.shape or a.dtype != np.dtype(b.dtype) or not a.flags.c_contiguous:
+            raise CodegenError(f"kernel {name!r}: {b.name} needs a contiguous {b.dtype} array of shape "
+                               f"{b.shape}, got {a.dtype} {a.shape}")
+    return [a.ctypes.data for a in arrays]
+
+
 @dataclass
 class Kernel:
     """A compiled kernel, called with numpy arrays of its parameters' shapes and dtypes."""
@@ -76,13 +87,7 @@ class Kernel:
     fn: ctypes._CFuncPtr  # type: ignore[name-defined]
 
     def __call__(self, *arrays: np.ndarray) -> None:
-        if len(arrays) != len(self.params):
-            raise CodegenError(f"kernel {self.name!r} takes {len(self.params)} arrays, got {len(arrays)}")
-        for a, b in zip(arrays, self.params):
-            if a.shape != b.shape or a.dtype != np.dtype(b.dtype) or not a.flags.c_contiguous:
-                raise CodegenError(f"kernel {self.name!r}: {b.name} needs a contiguous {b.dtype} array of shape "
-                                   f"{b.shape}, got {a.dtype} {a.shape}")
-        self.fn(*[a.ctypes.data for a in arrays])
+        self.fn(*check_arrays(self.name, self.params, arrays))
 
 
 class Module:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from codegen.backends.c.build import build_library
+from codegen.backends.c.build import build_library, check_arrays
 from codegen.errors import CodegenError
 from codegen.lower.ir import Buffer, PrimFunc
 
@@ -52,13 +52,7 @@ class CudaKernel:
         self.name, self.params, self.fn, self.launch_fn, self.error = name, params, fn, launch_fn, error
 
     def __call__(self, *arrays: np.ndarray) -> None:
-        if len(arrays) != len(self.params):
-            raise CodegenError(f"kernel {self.name!r} takes {len(self.params)} arrays, got {len(arrays)}")
-        for a, b in zip(arrays, self.params):
-            if a.shape != b.shape or a.dtype != np.dtype(b.dtype) or not a.flags.c_contiguous:
-                raise CodegenError(f"kernel {self.name!r}: {b.name} needs a contiguous {b.dtype} array of shape "
-                                   f"{b.shape}, got {a.dtype} {a.shape}")
-        self._check(self.fn(*[a.ctypes.data for a in arrays]))
+        self._check(self.fn(*check_arrays(self.name, self.params, arrays)))
 
     def launch(self, *device_pointers: int) -> None:
         """Launch on device buffers (addresses, e.g. torch's `data_ptr()`), no copies, no wait."""
