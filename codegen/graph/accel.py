@@ -81,7 +81,6 @@ def _calibrate(g: Graph, nodes: list[Node], seed: int) -> dict[int, float]:
 
 def compile_accel(graph: Graph, out_dir: Path, write_onnx: Callable[[Path], None] | None = None,
                   progress: Callable[[int, int], None] | None = None, seed: int = 0) -> CompileReport:
-    from codegen.backends.accel.quant import quantize_bias, quantize_weights
     report = CompileReport()
     clock = time.perf_counter()
     g = prepare(graph)
@@ -103,35 +102,9 @@ def compile_accel(graph: Graph, out_dir: Path, write_onnx: Callable[[Path], None
                 order.append(lw.kernel)
                 steps.append({"kind": "host", "kernel": len(order) - 1})
         else:
-            node: Node = item
-            data = b.data(node.inputs[0], layout.PLAIN)
-            w = g.weight(node.inputs[1])
-            s_x = scales[node.id]
-            if node.op.name == "matmul":
-                w_q, s_w = quantize_weights(np.ascontiguousarray(w.T))  # per output column
-                w_q = np.ascontiguousarray(w_q.T)
-            else:
-                w_q, s_w = quantize_weights(w)
-            bias = g.weight(node.inputs[2]) if len(node.inputs) > 2 else None
-            prefix = f"accel{len(steps)}"
-            consts = {"weights": w_q, "scales": s_w.astype(np.float32)}
-            if bias is not None:
-                consts["bias"] = quantize_bias(bias, s_x, s_w)
-            keys = {}
-            for what, value in consts.items():
-                key = f"{prefix}.{what}"
-                b.values[key] = value
-                b.buffers[key] = Buffer(key, value.shape, value.dtype.name, "weight")
-                keys[what] = key
-            out = b.key(node.outputs[0], layout.PLAIN)
-            b.produced[node.outputs[0]] = layout.PLAIN
-            order.append(Kernel(prefix, f"accel_{node.op.name}", [data, *keys.values()], [out], ""))
-            a = node.attrs
-            steps.append({"kind": "accel", "op": node.op.name, "kernel": len(order) - 1, "input_scale": s_x,
-                          "relu": node.op.name == "conv2d" and a.act == "relu",
-                          "stride": a.stride[0] if node.op.name == "conv2d" else 1,
-                          "pad": a.pad[0] if node.op.name == "conv2d" else 0,
-                          "out_shape": list(g.type(node.outputs[0]).shape), **keys})
+            kernel, step = _accel_step(g, b, item, scales[item.id], f"accel{len(steps)}")
+            order.append(kernel)
+            steps.append({**step, "kernel": len(order) - 1})
         if progress:
             progress(k + 1, len(plan))
     first = len(b.steps)
@@ -142,3 +115,30 @@ def compile_accel(graph: Graph, out_dir: Path, write_onnx: Callable[[Path], None
     report.seconds["lower"] = time.perf_counter() - clock
     publish_module(g, b, order, report, out_dir, write_onnx, steps)
     return report
+
+
+def _accel_step(g: Graph, b: KernelBuilder, node: Node, s_x: float, name: str) -> tuple[Kernel, dict[str, Any]]:
+    """An offloaded layer: its quantized weights (and bias) stored as weights, and the step the runtime runs."""
+    from codegen.backends.accel.quant import quantize_bias, quantize_weights
+    w = g.weight(node.inputs[1])
+    if node.op.name == "matmul":
+        w_q, s_w = quantize_weights(np.ascontiguousarray(w.T))  # per output column
+        w_q = np.ascontiguousarray(w_q.T)
+    else:
+        w_q, s_w = quantize_weights(w)
+    consts = {"weights": w_q, "scales": s_w.astype(np.float32)}
+    if len(node.inputs) > 2:
+        consts["bias"] = quantize_bias(g.weight(node.inputs[2]), s_x, s_w)
+    keys = {}
+    for what, value in consts.items():
+        keys[what] = key = f"{name}.{what}"
+        b.values[key] = value
+        b.buffers[key] = Buffer(key, value.shape, value.dtype.name, "weight")
+    data = b.data(node.inputs[0], layout.PLAIN)
+    out = b.key(node.outputs[0], layout.PLAIN)
+    b.produced[node.outputs[0]] = layout.PLAIN
+    conv = node.op.name == "conv2d"
+    step = {"kind": "accel", "op": node.op.name, "input_scale": s_x, "relu": conv and node.attrs.act == "relu",
+            "stride": node.attrs.stride[0] if conv else 1, "pad": node.attrs.pad[0] if conv else 0,
+            "out_shape": list(g.type(node.outputs[0]).shape), **keys}
+    return Kernel(name, f"accel_{node.op.name}", [data, *keys.values()], [out], ""), step
