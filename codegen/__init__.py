@@ -1,5 +1,6 @@
 """Code generation: tensor expressions, schedules, lowering and the C/CUDA/accelerator backends.
 
-Empty until code generation lands (issue 7); the package exists so the layout and the
-installed distribution are what later work builds on.
+`te` says what to compute, `schedule` how, `lower` turns both into loops, `backends` into
+code; `topi` holds every operator's compute and schedules, `tune` searches schedule knobs, and
+`graph` compiles a whole taso-py graph into one module that `runtime` loads and runs.
 """
