@@ -8,7 +8,7 @@ is the one the CPU backend (a register-blocked micro-kernel) and the accelerator
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from codegen.errors import ScheduleError
 from codegen.lower.ir import Region
@@ -37,18 +37,27 @@ class GemmIntrin:
     def loop_extents(self) -> tuple[int, int, int]:
         return (self.m, self.n, self.k)
 
+    one_reduce_axis: ClassVar[bool] = True  # the stage sums over the tile's k alone
+    loop_names: ClassVar[str] = "row, column, reduction"
+
     def check(self, stage: Any, body: Expr) -> None:
-        if not (isinstance(body, Reduce) and body.combiner == "sum" and len(body.axes) == 1):
-            raise ScheduleError(f"tensorize {self.name!r}: stage {stage.name!r} is not a sum over one axis")
+        if not (isinstance(body, Reduce) and body.combiner == "sum"
+                and (len(body.axes) == 1 or not self.one_reduce_axis)):
+            what = "a sum over one axis" if self.one_reduce_axis else "a sum"
+            raise ScheduleError(f"tensorize {self.name!r}: stage {stage.name!r} is not {what}")
         src = body.source
         while isinstance(src, Cast):
             src = src.value
         if not (isinstance(src, Binary) and src.op == "*"):
             raise ScheduleError(f"tensorize {self.name!r}: stage {stage.name!r} does not sum a product")
+        self.check_types(stage, body)
         leaf = stage.leaf[-3:]
         if [iv.reduce for iv in leaf] != [False, False, True]:
             raise ScheduleError(f"tensorize {self.name!r}: the inner loops of {stage.name!r} must be "
-                                f"(row, column, reduction), got ({', '.join(iv.name for iv in leaf)})")
+                                f"({self.loop_names}), got ({', '.join(iv.name for iv in leaf)})")
+
+    def check_types(self, stage: Any, body: Reduce) -> None:
+        """What a hardware intrinsic requires of the sum's and the factors' types (nothing here)."""
 
     def operands(self, body: Expr) -> list[TensorRead]:
         """The two factors' reads, in the body's order (`arrange` puts them in A, B order)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from codegen.lower.intrin import GemmIntrin
 from codegen.lower.ir import Seq
 from codegen.lower.simplify import linear
 from codegen.schedule import create_schedule
-from codegen.te.expr import Binary, Cast, Const, Expr, Var
+from codegen.te.expr import Const, Expr, Var
 from codegen.te.tensor import Reduce
 
 
@@ -43,23 +43,15 @@ class AccelGemmIntrin(GemmIntrin):
     def for_config(cfg: AccelConfig) -> AccelGemmIntrin:
         return AccelGemmIntrin("accel.gemm", cfg.batch, cfg.block_out, cfg.block_in)
 
-    def check(self, stage: Any, body: Expr) -> None:
-        if not (isinstance(body, Reduce) and body.combiner == "sum"):
-            raise ScheduleError(f"tensorize {self.name!r}: stage {stage.name!r} is not a sum")
+    one_reduce_axis: ClassVar[bool] = False
+    loop_names: ClassVar[str] = "batch, block_out, block_in"
+
+    def check_types(self, stage: Any, body: Reduce) -> None:
         if body.dtype != "int32":
             raise ScheduleError(f"tensorize {self.name!r}: stage {stage.name!r} accumulates {body.dtype}, not int32")
-        src = body.source
-        while isinstance(src, Cast):
-            src = src.value
-        if not (isinstance(src, Binary) and src.op == "*"):
-            raise ScheduleError(f"tensorize {self.name!r}: stage {stage.name!r} does not sum a product")
         for side in self.input_order(body):
             if side.dtype != "int8":
                 raise ScheduleError(f"tensorize {self.name!r}: factor {side.name!r} is {side.dtype}, not int8")
-        leaf = stage.leaf[-3:]
-        if [iv.reduce for iv in leaf] != [False, False, True]:
-            raise ScheduleError(f"tensorize {self.name!r}: the inner loops of {stage.name!r} must be "
-                                f"(batch, block_out, block_in), got ({', '.join(iv.name for iv in leaf)})")
 
 
 @dataclass(frozen=True)
