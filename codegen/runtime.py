@@ -36,6 +36,16 @@ class KernelTime:
     kernel: str
     group: str
     ms: float
+    flops: int = 0  # what the kernel computes and the bytes it must move (from the manifest)
+    bytes: int = 0
+
+    @property
+    def gflops(self) -> float:
+        return self.flops / (self.ms * 1e6) if self.ms > 0 else 0.0
+
+    @property
+    def gbytes(self) -> float:
+        return self.bytes / (self.ms * 1e6) if self.ms > 0 else 0.0
 
 
 def _aligned_empty(nbytes: int) -> np.ndarray:
@@ -165,7 +175,8 @@ class CompiledModel:
                 t = time.perf_counter()
                 call()
                 samples.append((time.perf_counter() - t) * 1e3)
-            times.append(KernelTime(k["name"], k["group"], statistics.median(samples)))
+            times.append(KernelTime(k["name"], k["group"], statistics.median(samples), k.get("flops", 0),
+                                    k.get("bytes", 0)))
         return times
 
     def latency_ms(self, feeds: Mapping[str, np.ndarray], repeat: int = 10, min_seconds: float = 0.0) -> float:

@@ -181,7 +181,7 @@ def test_parallel_vectorize_unroll_kinds_in_ir_and_c() -> None:
     assert [(e, k) for _, e, k in loops(f)] == [(4, LoopKind.PARALLEL), (2, LoopKind.SERIAL),
                                                 (2, LoopKind.UNROLLED), (16, LoopKind.VECTORIZED)]
     m = build(f)
-    assert "#pragma omp parallel for" in m.source and "#pragma GCC unroll 2" in m.source
+    assert "taso_parallel_for(4, kinds_par0" in m.source and "#pragma GCC unroll 2" in m.source
     assert "v16_float32" in m.source  # a contiguous vectorized loop is vector-extension code
     x = rand(8, 32)
     out = np.zeros((8, 32), np.float32)

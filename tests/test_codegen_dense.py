@@ -163,7 +163,7 @@ def test_nchwc_supports_groups_of_whole_blocks_only() -> None:
     assert conv.nchwc_supports(Conv2dAttrs(groups=32), (1024, 32, 3, 3), 16)  # ResNeXt's last stage
     assert not conv.nchwc_supports(Conv2dAttrs(groups=32), (128, 4, 3, 3), 16)  # 4 channels per group
     assert conv.nchwc_supports(Conv2dAttrs(groups=64), (64, 1, 3, 3), 16)  # depthwise: channels in the lanes
-    assert not conv.nchwc_supports(Conv2dAttrs(groups=24), (24, 1, 3, 3), 16)
+    assert conv.nchwc_supports(Conv2dAttrs(groups=24), (24, 1, 3, 3), 16)  # depthwise, the last block padded
     assert conv.nchwc_supports(Conv2dAttrs(), (20, 12, 1, 1), 16)  # groups = 1: channels padded
 
 
@@ -175,6 +175,7 @@ def test_nchwc_supports_groups_of_whole_blocks_only() -> None:
     ((1, 32, 8, 8), (32, 16, 3, 3), {"groups": 2, "pad": (1, 1, 1, 1), "act": "relu"}, 8, {}),  # whole-block groups
     ((1, 32, 7, 7), (64, 8, 1, 1), {"groups": 4}, 8, {"tile_w": 4}),
     ((1, 16, 9, 9), (16, 1, 3, 3), {"groups": 16, "pad": (1, 1, 1, 1), "act": "relu"}, 8, {}),  # depthwise
+    ((1, 12, 9, 9), (12, 1, 3, 3), {"groups": 12, "pad": (1, 1, 1, 1), "act": "relu"}, 8, {}),  # padded lanes
     ((2, 16, 11, 10), (16, 1, 5, 5), {"groups": 16, "pad": (2, 2, 2, 2), "stride": (2, 2)}, 16, {"tile_w": 4}),
 ])
 def test_conv2d_nchwc_with_packing_matches_the_reference(x_shape: tuple, w_shape: tuple, attrs: dict, cb: int,

@@ -231,8 +231,8 @@ def test_injective_chain_is_one_vectorized_parallel_kernel() -> None:
     loops = [s for s in stmts if isinstance(s, For)]
     assert [lp.kind for lp in loops] == [LoopKind.PARALLEL, LoopKind.VECTORIZED] and loops[1].extent == 16
     mod = build(f)
-    body = mod.source[mod.source.index("void chain("):]
-    assert "#pragma omp parallel for" in body and "vmax_v16_float32" in body and "omp simd" not in body
+    body = mod.source[mod.source.index("struct chain_par0_ctx"):]
+    assert "taso_parallel_for(" in body and "vmax_v16_float32" in body and "omp simd" not in body
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((2, 64, 256), dtype=np.float32)
     cv = rng.standard_normal(256, dtype=np.float32)

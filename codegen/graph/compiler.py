@@ -34,7 +34,7 @@ from codegen.graph.module import (
 from codegen.graph.partition import partition
 from taso_py.graph.fold import fold_constants
 from taso_py.graph.ir import Graph
-from taso_py.graph.normalize import fold_batchnorm, fuse_activations
+from taso_py.graph.normalize import batchnorm_to_affine, fold_batchnorm, fuse_activations
 
 BLOCK = 16  # channels per block of the NCHW[x]c layout: one AVX-512 vector of floats
 
@@ -76,12 +76,13 @@ def compile_graph(graph: Graph, out_dir: Path, target: str = "cpu", config_for: 
     clock = time.perf_counter()
     g = prepare(graph)
     groups = partition(g)
-    layouts = layout.choose(g, groups, block)
+    plan = layout.choose(g, groups, block)
+    layouts = plan.layouts
     report.groups, report.blocked_groups = len(groups), sum(1 for b in layouts if b)
     report.seconds["passes"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    b = KernelBuilder(g, config_for, target)
+    b = KernelBuilder(g, config_for, target, plan.segments)
     for k, (group, lay) in enumerate(zip(groups, layouts)):
         b.group(group, lay)
         if progress:
@@ -93,9 +94,11 @@ def compile_graph(graph: Graph, out_dir: Path, target: str = "cpu", config_for: 
 
 
 def prepare(graph: Graph) -> Graph:
-    """A copy with batch norms folded into convolutions, activations fused, weight-only subgraphs folded."""
+    """A copy with batch norms folded into convolutions (the others an affine map), activations fused,
+    weight-only subgraphs folded."""
     g = graph.copy()
     fold_batchnorm(g)
+    batchnorm_to_affine(g)
     fuse_activations(g)
     fold_constants(g)
     g.remove_unused()
@@ -115,7 +118,7 @@ def publish_module(g: Graph, b: KernelBuilder, order: list[Kernel], report: Comp
     loops: list[str] = []  # the lowered loop IR of each distinct kernel, for people to read
     for lw in b.steps:
         text = emitter.function(lw.func)
-        key = hashlib.sha1(re.sub(rf"\b{lw.func.name}\b", "NAME", text).encode()).hexdigest()
+        key = hashlib.sha1(re.sub(rf"\b{lw.func.name}(?=\b|_par\d)", "NAME", text).encode()).hexdigest()
         if key not in bodies:
             bodies[key] = lw.func.name
             sources.append(text)

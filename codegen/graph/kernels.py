@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -24,8 +24,9 @@ from codegen.lower.ir import PrimFunc
 from codegen.lower.lower import lower
 from codegen.te.tensor import Tensor, compute, placeholder
 from codegen.topi import conv
+from codegen.topi import layout as topi_layout
 from codegen.tune.space import Config
-from taso_py.graph.ir import Graph, Ref
+from taso_py.graph.ir import Graph, Node, Ref
 from taso_py.types import TensorType
 
 # A group's schedule as a tuning template: knobs -> (schedule, kernel arguments)
@@ -40,6 +41,8 @@ class Kernel:
     reads: list[str]  # buffer keys
     writes: list[str]
     workload: str
+    flops: int = 0  # what it computes, and the bytes it must move at least (inputs, weights, outputs once):
+    bytes: int = 0  # the kernel's place on a roofline
 
     @property
     def args(self) -> list[str]:
@@ -77,8 +80,10 @@ class Lowered:
 class KernelBuilder:
     """Lowers groups in order, tracking the layout each tensor was produced in and the buffers."""
 
-    def __init__(self, g: Graph, config_for: ConfigFor | None, target: str = "cpu") -> None:
+    def __init__(self, g: Graph, config_for: ConfigFor | None, target: str = "cpu",
+                 segments: dict[Ref, layout.Segments] | None = None) -> None:
         self.g = g
+        self.segments = segments or {}  # of each blocked tensor (see graph.layout)
         self.config_for = config_for
         self.target = target
         self.buffers: dict[str, Buffer] = {}
@@ -90,14 +95,19 @@ class KernelBuilder:
 
     # ---- buffers ---------------------------------------------------------------------------
 
+    def seg(self, ref: Ref) -> layout.Segments:
+        """The segments of `ref` when blocked (a tensor packed from NCHW is one)."""
+        return self.segments.get(ref) or (self.g.type(ref).shape[1],)
+
     def key(self, ref: Ref, lay: int) -> str:
-        """The buffer holding `ref` in layout `lay` (registered on first use)."""
+        """The buffer holding the data tensor `ref` in layout `lay` (registered on first use)."""
         g = self.g
         name = g.name_of(ref)
         key = name if lay == layout.PLAIN else f"{name}@nchw{lay}c"
         if key not in self.buffers:
             t = g.type(ref)
-            shape = tuple(t.shape) if lay == layout.PLAIN else layout.blocked_shape(t.shape, lay)
+            shape = tuple(t.shape) if lay == layout.PLAIN else layout.blocked_shape(t.shape, lay,
+                                                                                   segments=self.seg(ref))
             kind, index = "arena", 0
             if lay == layout.PLAIN and ref.node in g.input_ids:
                 kind, index = "input", g.input_ids.index(ref.node)
@@ -105,9 +115,20 @@ class KernelBuilder:
                 kind, index = "output", self.outputs[ref]
             elif g.weight(ref) is not None:
                 kind = "weight"
-                value = g.weight(ref)
-                self.values[key] = value if lay == layout.PLAIN else layout.block_array(value, lay)
+                self.values[key] = g.weight(ref)
             self.buffers[key] = Buffer(key, shape, t.dtype.value, kind, index=index)
+        return key
+
+    def weight(self, ref: Ref, tag: str = "", form: Callable[[np.ndarray], np.ndarray] | None = None) -> str:
+        """The weight `ref`, or `form` of it (a blocked or zero-padded copy) under the name tag."""
+        if not tag:
+            return self.key(ref, layout.PLAIN)
+        key = f"{self.g.name_of(ref)}@{tag}"
+        if key not in self.buffers:
+            assert form is not None
+            value = np.ascontiguousarray(form(self.g.weight(ref)))
+            self.values[key] = value
+            self.buffers[key] = Buffer(key, value.shape, value.dtype.name, "weight")
         return key
 
     def data(self, ref: Ref, lay: int) -> str:
@@ -122,11 +143,13 @@ class KernelBuilder:
 
     def transform(self, ref: Ref, src: int, dst: int) -> None:
         t = self.g.type(ref)
-        shape = tuple(t.shape) if src == layout.PLAIN else layout.blocked_shape(t.shape, src)
+        segs = self.seg(ref)
+        shape = tuple(t.shape) if src == layout.PLAIN else layout.blocked_shape(t.shape, src, segments=segs)
         x = placeholder(shape, t.dtype.value, "in0")
-        y = conv.pack_data(x, dst) if dst != layout.PLAIN else conv.unpack_data(x, t.shape[1])
+        y = conv.pack_data(x, dst) if dst != layout.PLAIN else conv.unpack_data(x, t.shape[1], segs)
         name = f"layout_nchw{dst}c" if dst != layout.PLAIN else "layout_nchw"
-        kernel = Kernel("", name, [self.key(ref, src)], [self.key(ref, dst)], f"{name}{shape}")
+        kernel = Kernel("", name, [self.key(ref, src)], [self.key(ref, dst)], f"{name}{shape}",
+                        bytes=2 * t.size * t.dtype.numpy.itemsize)
         self.steps.append(self._lower(kernel, [x], [y], {}, []))
 
     def group(self, group: Group, lay: int) -> None:
@@ -138,21 +161,23 @@ class KernelBuilder:
         weight_args: dict[str, Tensor] = {}
         name = f"k{len(self.steps)}"
 
-        def arg(ref: Ref, form: int) -> Tensor:
-            if (ref, form) not in tensors:
-                key = self.key(ref, form) if g.weight(ref) is not None else self.data(ref, form)
+        def arg(ref: Ref, form: int, key: str | None = None) -> Tensor:
+            """A kernel argument: the data `ref` in layout `form`, or the weight buffer `key`."""
+            key = key or (self.weight(ref) if g.weight(ref) is not None else self.data(ref, form))
+            if key not in tensors:
                 buf = self.buffers[key]
-                tensors[(ref, form)] = placeholder(buf.shape, buf.dtype, f"in{len(args)}")  # positional names
-                args.append(tensors[(ref, form)])
+                tensors[key] = placeholder(buf.shape, buf.dtype, f"in{len(args)}",  # positional names
+                                           constant=buf.kind == "weight")
+                args.append(tensors[key])
                 reads.append(key)
-            return tensors[(ref, form)]
+            return tensors[key]
 
-        def packed_weight(ref: Ref, groups: int) -> Tensor:
-            w = placeholder(g.type(ref).shape, g.type(ref).dtype.value, "w")
-            key = self.key(ref, layout.PLAIN)
+        def packed_weight(key: str, groups: int, in_block: int) -> Tensor:
+            buf = self.buffers[key]
+            w = placeholder(buf.shape, buf.dtype, "w", constant=True)
             weight_args[key] = w
-            packed = conv.pack_weight(w, lay, lay, groups)
-            stand_in = placeholder(packed.shape, packed.dtype, f"pre{len(hoisted)}")
+            packed = conv.pack_weight(w, in_block, lay, groups)
+            stand_in = placeholder(packed.shape, packed.dtype, f"pre{len(hoisted)}", constant=True)
             hoisted.append(Hoisted(f"{name}.{key}.packed", packed, stand_in))
             return stand_in
 
@@ -164,17 +189,10 @@ class KernelBuilder:
             if empty is not None:
                 raise CodegenError(f"{node.op.name} {g.name_of(node.outputs[0])!r} has an empty output "
                                    f"{tuple(empty.shape)}: the code generator needs at least one element")
-            if lay != layout.PLAIN and node.op.name == "conv2d":
-                data, w, *bias = node.inputs
-                outs: tuple[Tensor, ...] = (conv.conv2d_nchwc(operand(data, lay), packed_weight(w, node.attrs.groups),
-                                                              operand(bias[0], layout.PLAIN) if bias else None,
-                                                              node.attrs, node.types[0].shape[1]),)
-            elif lay != layout.PLAIN:
-                types = [TensorType(layout.blocked_shape(t.shape, lay), t.dtype) for t in node.types]
-                outs = topi.compute(node.op.name, [operand(r, lay) for r in node.inputs],
-                                    layout.blocked_attrs(node, lay), types)
-            else:
+            if lay == layout.PLAIN:
                 outs = topi.compute(node.op.name, [operand(r, lay) for r in node.inputs], node.attrs, node.types)
+            else:
+                outs = self._blocked(node, lay, operand, arg, packed_weight)
             computed.update(zip(node.outputs, outs))
         outputs: list[Tensor] = []
         writes: list[str] = []
@@ -185,8 +203,61 @@ class KernelBuilder:
             outputs.append(t)
             writes.append(self.key(ref, lay))
             self.produced[ref] = lay
-        kernel = Kernel("", group.name, reads, writes, _workload(g, group, lay))
+        flops = sum(n.op.count_flops([g.type(r) for r in n.inputs], n.types, n.attrs) for n in group.nodes)
+        moved = sum(g.type(r).size * g.type(r).dtype.numpy.itemsize for r in [*group.inputs, *group.outputs])
+        kernel = Kernel("", group.name, reads, writes, _workload(g, group, lay), flops, moved)
         self.steps.append(self._lower(kernel, args, outputs, weight_args, hoisted))
+
+    def _blocked(self, node: Node, lay: int, operand: Callable[[Ref, int], Tensor],
+                 arg: Callable[..., Tensor], packed_weight: Callable[[str, int, int], Tensor]) -> tuple[Tensor, ...]:
+        """`node`'s te outputs on blocked tensors (weights padded or spread to match their segments)."""
+        g = self.g
+        name = node.op.name
+        if name == "conv2d":
+            data, w, *bias = node.inputs
+            segs = self.seg(data)
+            depthwise = node.attrs.groups == g.type(w).shape[0] and g.type(w).shape[1] == 1
+            groups = node.attrs.groups
+            if groups == 1 and segs[0] < lay and self.produced.get(data) == layout.PLAIN:
+                # a few input channels (an image): read NCHW as blocks of one channel, nothing padded
+                plain = operand(data, layout.PLAIN)
+                x = compute((*plain.shape, 1), lambda *i, t=plain: t[i[:-1]], name="data_c1", tag="injective")
+                wt = packed_weight(self.weight(w), 1, 1)
+            else:
+                x = operand(data, lay)
+                if depthwise or len(segs) > 1:  # weights onto the padded channels of the segments
+                    axis = 0 if depthwise else 1
+                    key = self.weight(w, f"spread{axis}:{segs}/{lay}", lambda a: layout.spread(a, axis, segs, lay))
+                    groups = self.buffers[key].shape[0] if depthwise else groups
+                else:
+                    key = self.weight(w)
+                wt = packed_weight(key, groups, lay)
+            out_segs = segs if depthwise else (node.types[0].shape[1],)
+            b = None
+            if bias and g.weight(bias[0]) is not None:  # zero in the padding lanes, so they stay zero
+                b = arg(bias[0], lay, self.weight(bias[0], f"spread0:{out_segs}/{lay}",
+                                                   lambda a: layout.spread(a.ravel(), 0, out_segs, lay)))
+            elif bias:
+                b = operand(bias[0], layout.PLAIN)
+            attrs = replace(node.attrs, groups=groups)
+            return (conv.conv2d_nchwc(x, wt, b, attrs, layout.blocks(out_segs, lay) * lay),)
+        if name == "concat":
+            return (topi_layout.concat_blocks([operand(r, lay) for r in node.inputs]),)
+        if name == "split":
+            x, segs = operand(node.inputs[0], lay), self.seg(node.inputs[0])
+            parts = layout.split_aligned(segs, node.attrs.sizes)
+            if parts is not None:
+                return topi_layout.split_blocks(x, [layout.blocks(p, lay) for p in parts])
+            return topi_layout.split_lanes(x, segs, node.attrs.sizes)
+        out_segs = self.seg(node.outputs[0])
+        types = [TensorType(layout.blocked_shape(t.shape, lay, segments=out_segs), t.dtype) for t in node.types]
+
+        def blocked_operand(r: Ref) -> Tensor:
+            if g.weight(r) is None:
+                return operand(r, lay)
+            return arg(r, lay, self.weight(r, f"nchw{lay}c:{out_segs}", lambda a: layout.block_array(a, lay, out_segs)))
+
+        return topi.compute(name, [blocked_operand(r) for r in node.inputs], layout.blocked_attrs(node, lay), types)
 
     def finish(self) -> None:
         """Graph outputs in NCHW: a transform where the last kernel wrote them blocked; a copy where
@@ -239,7 +310,7 @@ def _hoist_weight_stages(sched: Any, weights: set[Any], kernel: str) -> list[Hoi
         if st.is_output or st.attach != "root" or not reads or not all(t.op in constant for t in reads):
             continue
         constant.add(st.op)
-        stand_in = placeholder(st.op.shape, st.op.dtype, f"pre_s{len(out)}")
+        stand_in = placeholder(st.op.shape, st.op.dtype, f"pre_s{len(out)}", constant=True)
         out.append(Hoisted(f"{kernel}.{st.name}", st.tensor, stand_in))
     for h in out:
         sched.stages.remove(sched.stage_map.pop(h.tensor.op))

@@ -130,7 +130,7 @@ def manifest_of(g: Graph, kernels: list[Kernel], buffers: dict[str, Buffer], are
         "inputs": [tensor(n.outputs[0]) for n in g.inputs],
         "outputs": [dict(tensor(r), name=name) for r, name in zip(g.outputs, g.output_names)],
         "kernels": [{"name": k.name, "group": k.group, "args": k.args, "writes": len(k.writes),
-                     "workload": k.workload} for k in kernels],
+                     "workload": k.workload, "flops": k.flops, "bytes": k.bytes} for k in kernels],
         "buffers": [{"key": b.key, "shape": list(b.shape), "dtype": b.dtype, "kind": b.kind, "offset": b.offset,
                      "index": b.index} for b in buffers.values()],
         "stats": stats,

@@ -99,11 +99,12 @@ def is_int(e: Expr) -> bool:
 
 
 def linear(e: Expr) -> Linear:
-    """The linear form of an integer expression (non-linear parts become atoms)."""
+    """The linear form of an integer expression (non-linear parts become atoms); a fused loop's
+    index rebuilt from its parts, m*k*(x // k) + m*(x % k), is m*x again."""
     if isinstance(e, Const):
         return Linear({}, int(e.value))
     if isinstance(e, Binary) and e.op in ("+", "-"):
-        return linear(e.a).add(linear(e.b), 1 if e.op == "+" else -1)
+        return _recombine(linear(e.a).add(linear(e.b), 1 if e.op == "+" else -1))
     if isinstance(e, Binary) and e.op == "*":
         la, lb = linear(e.a), linear(e.b)
         if not la.terms:
@@ -111,6 +112,18 @@ def linear(e: Expr) -> Linear:
         if not lb.terms:
             return la.scale(lb.constant)
     return Linear({_atom(e): 1}, 0)
+
+
+def _recombine(lin: Linear) -> Linear:
+    """Replace each pair m*(x % k) + m*k*(x // k) by m*x (floor division: it holds for every integer x)."""
+    for mod, m in lin.terms.items():
+        if not (isinstance(mod, Binary) and mod.op == "%" and isinstance(mod.b, Const)):
+            continue
+        div = _ATOMS.get(_key(Binary("//", mod.a, mod.b)))
+        if div is not None and lin.terms.get(div) == m * int(mod.b.value):
+            rest = Linear({a: c for a, c in lin.terms.items() if a is not mod and a is not div}, lin.constant)
+            return _recombine(rest.add(linear(mod.a).scale(m)))
+    return lin
 
 
 def bounds(e: Expr, ranges: Ranges) -> tuple[float, float]:

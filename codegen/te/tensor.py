@@ -65,6 +65,7 @@ class PlaceholderOp(Operation):
     name: str
     shape: tuple[int, ...]
     dtype: str
+    constant: bool = False  # its value is known when compiling (a weight): schedules may repack it for free
 
 
 @dataclass(eq=False)
@@ -197,8 +198,9 @@ max_reduce = _reducer("max")
 min_reduce = _reducer("min")
 
 
-def placeholder(shape: Sequence[int], dtype: str = "float32", name: str = "placeholder") -> Tensor:
-    return PlaceholderOp(name, tuple(int(s) for s in shape), dtype).output()
+def placeholder(shape: Sequence[int], dtype: str = "float32", name: str = "placeholder",
+                constant: bool = False) -> Tensor:
+    return PlaceholderOp(name, tuple(int(s) for s in shape), dtype, constant).output()
 
 
 _AXIS_NAMES = "ijlmnopqrstuvwxyz"

@@ -42,13 +42,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from codegen import te
-from codegen.lower.intrin import GemmIntrin
+from codegen.lower.intrin import GemmIntrin, TileIntrin
 from codegen.schedule.schedule import Schedule, Stage
 from codegen.te.expr import Expr
 from codegen.te.tensor import Tensor, TensorRead
+from codegen.topi.injective import expanded_body
+from codegen.topi.layout import padded_position
 from codegen.topi.linalg import (
     divisor,
-    expanded_body,
     live_readers,
     materialize_inputs,
     reads_identity,
@@ -56,6 +57,7 @@ from codegen.topi.linalg import (
     vectorize,
 )
 from codegen.topi.registry import register_compute, register_schedule
+from codegen.topi.tiling import tile_shape
 from codegen.tune.space import Config
 from taso_py.ops.conv import Conv2dAttrs
 from taso_py.types import TensorType
@@ -108,9 +110,11 @@ def _finish(v: Expr, bias: Tensor | None, channel: Expr, act: str) -> Expr:
 
 
 def _epilogue(acc: Tensor, bias: Tensor | None, act: str, channel_axis: int,
-              block: int | None = None) -> Tensor:
-    """act(acc + bias), element-wise; `acc` itself when there is neither."""
-    if bias is None and act == "none":
+              block: int | None = None, shape: Sequence[int] | None = None) -> Tensor:
+    """act(acc + bias), element-wise, over `shape` (a leading part of acc's, default all of it);
+    `acc` itself when there is nothing to do."""
+    shape = tuple(shape or acc.shape)
+    if bias is None and act == "none" and shape == acc.shape:
         return acc
 
     def body(*idx: Expr) -> Expr:
@@ -119,7 +123,7 @@ def _epilogue(acc: Tensor, bias: Tensor | None, act: str, channel_axis: int,
             ch = te.min_(ch * block + idx[-1], bias.shape[0] - 1)
         return _finish(acc[idx], bias, ch, act)
 
-    return te.compute(acc.shape, body, name="conv_out", tag="injective")
+    return te.compute(shape, body, name="conv_out", tag="injective")
 
 
 @register_compute("conv2d")
@@ -186,10 +190,15 @@ def pack_data(x: Tensor, cb: int) -> Tensor:
     return te.compute((n, blocks, h, w, cb), body, name="data_nchwc", tag="injective")
 
 
-def unpack_data(y: Tensor, channels: int) -> Tensor:
+def unpack_data(y: Tensor, channels: int, segments: Sequence[int] | None = None) -> Tensor:
+    """Blocked -> NCHW; with `segments`, the real channels of each run of blocks (see graph.layout)."""
     n, _, h, w, cb = y.shape
-    return te.compute((n, channels, h, w), lambda b, c, i, j: y[b, c // cb, i, j, c % cb],
-                      name="data_nchw", tag="injective")
+
+    def element(b: Expr, c: Expr, i: Expr, j: Expr) -> Expr:
+        p = c if segments is None or len(segments) == 1 else padded_position(c, segments, cb)
+        return y[b, p // cb, i, j, p % cb]
+
+    return te.compute((n, channels, h, w), element, name="data_nchw", tag="injective")
 
 
 def pack_weight(w: Tensor, icb: int, ocb: int, groups: int = 1) -> Tensor:
@@ -218,11 +227,11 @@ def pack_weight(w: Tensor, icb: int, ocb: int, groups: int = 1) -> Tensor:
 
 def nchwc_supports(attrs: Conv2dAttrs, weight_shape: Sequence[int], block: int) -> bool:
     """Whether `conv2d_nchwc` computes this convolution with channel blocks of `block`: every
-    group must hold whole blocks of input and of output channels (groups = 1: any channels,
-    padded with zeros to whole blocks), or it is depthwise over whole blocks."""
+    group must hold whole blocks of input and of output channels, or there is one group, or it
+    is depthwise (any channels: padded with zeros to whole blocks)."""
     o, cg = weight_shape[0], weight_shape[1]
-    if attrs.groups == o and cg == 1:  # depthwise: channels in the lanes
-        return o % block == 0
+    if attrs.groups == o and cg == 1:  # depthwise: channels in the lanes (the last block padded)
+        return True
     return attrs.groups == 1 or (cg % block == 0 and (o // attrs.groups) % block == 0)
 
 
@@ -230,7 +239,12 @@ def conv2d_nchwc(data: Tensor, weight: Tensor, bias: Tensor | None, attrs: Conv2
                  out_channels: int) -> Tensor:
     """A convolution on packed data and weights; the packed output (see the module doc). With
     groups, each group is whole channel blocks (`nchwc_supports`) and the weight is packed from
-    [O, C/groups, KH, KW] like any other."""
+    [O, C/groups, KH, KW] like any other.
+
+    The accumulator sums over four axes (input block, kernel row, kernel column, channel in the
+    block), each linear in memory, so the register tile (`TileIntrin`) holds the whole
+    reduction. Its width is padded to whole tiles of the chosen `tile_shape` (the input gets
+    zero columns to match); the epilogue reads the real width."""
     if weight.ndim == 4:
         return _depthwise_nchwc(data, weight, bias, attrs)
     n, _, h, w, icb = data.shape
@@ -239,19 +253,21 @@ def conv2d_nchwc(data: Tensor, weight: Tensor, bias: Tensor | None, attrs: Conv2
     oh, ow = out_size(h, w, kh, kw, attrs)
     sh, sw = attrs.stride
     dh, dw = attrs.dilation
-    p = pad_spatial(data, attrs.pad)
-    r = te.reduce_axis(cblocks * kh * kw * icb, "r")
+    rows, nv = tile_shape(ow, obpg, ocb, lambda r, v: n * (oblocks // v) * oh)
+    owp = -(-ow // rows) * rows
+    t, left, b, right = attrs.pad
+    extra = max(0, (owp - 1) * sw + (kw - 1) * dw + 1 - (w + left + right))
+    p = pad_spatial(data, (t, left, b, right + extra))
+    rc, ry, rx, ri = (te.reduce_axis(e, name) for e, name in ((cblocks, "rc"), (kh, "ry"), (kw, "rx"), (icb, "ri")))
 
     def body(bt: Expr, ob: Expr, y: Expr, z: Expr, oi: Expr) -> Expr:
-        ii, pos = r.var % icb, r.var // icb
-        kx, pos2 = pos % kw, pos // kw
-        ky, cb = pos2 % kh, pos2 // kh
-        blk = cb if attrs.groups == 1 else (ob // obpg) * cblocks + cb
-        return te.sum(p[bt, blk, y * sh + ky * dh, z * sw + kx * dw, ii] * weight[ob, cb, ky, kx, ii, oi], axis=r)
+        blk = rc.var if attrs.groups == 1 else (ob // obpg) * cblocks + rc.var
+        return te.sum(p[bt, blk, y * sh + ry.var * dh, z * sw + rx.var * dw, ri.var]
+                      * weight[ob, rc.var, ry.var, rx.var, ri.var, oi], axis=[rc, ry, rx, ri])
 
-    acc = te.compute((n, oblocks, oh, ow, ocb), body, name="conv2d_nchwc", tag="conv2d_nchwc",
-                     attrs={"icb": icb, "layout": "NCHWc"})
-    return _epilogue(acc, bias, attrs.act, 1, block=ocb)
+    acc = te.compute((n, oblocks, oh, owp, ocb), body, name="conv2d_nchwc", tag="conv2d_nchwc",
+                     attrs={"icb": icb, "layout": "NCHWc", "tile": (rows, nv), "groups": attrs.groups})
+    return _epilogue(acc, bias, attrs.act, 1, block=ocb, shape=(n, oblocks, oh, ow, ocb))
 
 
 def _depthwise_nchwc(data: Tensor, weight: Tensor, bias: Tensor | None, attrs: Conv2dAttrs) -> Tensor:
@@ -426,10 +442,11 @@ def _schedule_grouped(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cf
 
 @register_schedule("conv2d_nchwc")
 def schedule_conv2d_nchwc(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:
-    """Tiles of tile_w pixels x one output-channel block; the micro-kernel's k is one input-channel
-    block, looped over (input block, kh, kw) outside it. Knob: tile_w; parallel over (n, oc block, row)."""
+    """Register tiles of tile_w pixels x tile_ob output-channel blocks, each the `TileIntrin`
+    micro-kernel over the whole reduction, written out through the epilogue (bias, activation,
+    residual) from the tile; parallel over (n, channel-block group, row). Knobs: tile_w, tile_ob
+    (defaults: `tile_shape`)."""
     acc_st = s[anchor]
-    ow, ocb = anchor.shape[3], anchor.shape[4]
     pad = _pad_stage(s, acc_st)
     if pad is not None:
         schedule_flat(s, pad)
@@ -437,36 +454,33 @@ def schedule_conv2d_nchwc(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor]
     if anchor.op.attrs["layout"] == "NCHWc-depthwise":
         _schedule_depthwise_nchwc(s, anchor, outputs, cfg)
         return
-    icb = anchor.op.attrs["icb"]
-    w_opts = tuple(sorted({4, 6, 7, 8, 12, 14, 16, 28} | ({ow} if ow <= 32 else set())))
-    tile_w = cfg.knob("tile_w", w_opts, default=next((c for c in (14, 12, 8, 16, 7, 6, 4, ow) if ow % c == 0), ow))
-    tile_w = min(tile_w, ow)
+    _, oblocks, _, owp, ocb = anchor.shape
+    obpg = oblocks // anchor.op.attrs["groups"]
+    rows, nv = anchor.op.attrs["tile"]
     main, consumers = _find_main(s, anchor, outputs)
-    b, ob, y, x, oi = main.leaf[:5]
-    xo, xi = main.split(x, tile_w)
-    main.reorder(b, ob, y, xo, xi, oi)
-    whole = ow % tile_w == 0
-    if main is acc_st:
-        (ro,), ri = _split_reduce(main, icb, icb)
-        main.parallel(main.fuse(main.fuse(b, ob), y))
-        if whole:
-            main.reorder(xo, ro, xi, oi, ri)
-            main.tensorize(xi, GemmIntrin("gemm", tile_w, ocb, icb))
-        else:
-            main.reorder(xo, ro, ri, xi, oi)
-            main.unroll(xi)
-            vectorize(main, oi)
-        return
-    _parallel_rows(main, b, ob, y)
-    acc_st.compute_at(main, xo)
-    _, _, _, ax, ao = acc_st.leaf[:5]
-    (ro,), ri = _split_reduce(acc_st, icb, icb)
-    acc_st.reorder(ro, ax, ao, ri)
-    if whole:
-        acc_st.tensorize(ax, GemmIntrin("gemm", tile_w, ocb, icb))
+    ow = main.tensor.shape[3]  # the real width: the epilogue's (the accumulator's is padded to whole tiles)
+    tile_w = cfg.knob("tile_w", tuple(d for d in range(1, min(ow, 32) + 1) if owp % d == 0), default=rows)
+    tile_ob = cfg.knob("tile_ob", tuple(d for d in range(1, min(obpg, 8) + 1) if obpg % d == 0), default=nv)
+    reduce = tuple(iv.extent for iv in acc_st.reduce_axes)
+    intrin = TileIntrin("tile", tile_w, tile_ob, ocb, reduce)
+    if main is acc_st:  # the convolution is the group's output: tiles go straight to it
+        b, ob, y, x, oi, *red = acc_st.leaf
+        obo, obi = acc_st.split(ob, tile_ob)
+        xo, xi = acc_st.split(x, tile_w)
+        acc_st.reorder(b, obo, y, xo, xi, obi, oi, *red)
+        acc_st.parallel(acc_st.fuse(acc_st.fuse(b, obo), y))
+        acc_st.tensorize(xi, intrin)
     else:
-        acc_st.reorder(ro, ri, ax, ao)  # a width tail: guarded loops, left to gcc's vectorizer
-        acc_st.unroll(ax)
+        b, ob, y, x, oi = main.leaf[:5]
+        obo, obi = main.split(ob, tile_ob)
+        xo, xi = main.split(x, tile_w)
+        main.reorder(b, obo, y, xo, obi, xi, oi)
+        main.parallel(main.fuse(main.fuse(b, obo), y))
+        vectorize(main, oi)
+        acc_st.compute_at(main, xo)
+        b2, ob2, y2, x2, oi2, *red = acc_st.leaf
+        acc_st.reorder(b2, y2, x2, ob2, oi2, *red)
+        acc_st.tensorize(x2, intrin)
     for st in consumers:
         if st is not main:
             schedule_flat(s, st)

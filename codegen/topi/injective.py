@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from codegen.schedule.schedule import Schedule, Stage
-from codegen.te.expr import Expr, const
-from codegen.te.tensor import IterVar, Tensor
+from codegen.te.expr import Expr, Var, const, rebuild, substitute, walk
+from codegen.te.tensor import IterVar, Tensor, TensorRead
 from codegen.topi.registry import register_schedule
 from codegen.tune.space import Config
 
@@ -46,12 +46,45 @@ def vectorize_lanes(stage: Stage, axis: IterVar) -> None:
         stage.vectorize(axis)
 
 
-def schedule_elementwise(stage: Stage, cfg: Config) -> None:
+def expanded_body(s: Schedule, st: Stage) -> Expr:
+    """`st`'s body with the stages inlined into it substituted (what lowering will see)."""
+    def go(e: Expr) -> Expr:
+        if isinstance(e, TensorRead) and e.tensor.op in s.stage_map and s[e.tensor].attach == "inline":
+            src = s[e.tensor]
+            idx = [go(i) for i in e.indices]
+            return go(substitute(src.body, {a.var: i for a, i in zip(src.axes, idx)}))
+        return rebuild(e, go)
+    return go(st.body)
+
+
+def contiguous_tail(s: Schedule, st: Stage) -> int:
+    """How many trailing axes of `st` every read (inlined stages substituted) walks in memory order
+    or not at all: fused into one loop, they are still one contiguous run for every operand."""
+    axes = st.axes
+    reads = [e for e in walk(expanded_body(s, st)) if isinstance(e, TensorRead)]
+    best = 0
+    for n in range(1, len(axes) + 1):
+        tail = axes[-n:]
+        names = {a.var for a in tail}
+        for r in reads:
+            used = [i for i in r.indices if any(isinstance(x, Var) and x in names for x in walk(i))]
+            if not used:
+                continue
+            if len(r.indices) < n or any(i is not a.var for i, a in zip(r.indices[-n:], tail)) \
+                    or len(used) != n or r.tensor.shape[len(r.indices) - n + 1:] != tuple(a.extent for a in tail[1:]):
+                return best
+        best = n
+    return best
+
+
+def schedule_elementwise(s: Schedule, stage: Stage, cfg: Config) -> None:
     """Memory order, innermost axis vectorized, the rest fused and parallel (see module doc).
 
-    A short innermost axis that is not a power of two (gcc's vector lanes must be one) is
-    not split: the whole output is fused and split instead, so it still runs in vector-width
-    chunks, through `#pragma omp simd` since its reads are no longer contiguous.
+    When the innermost axis is not a whole number of vectors, the trailing axes every operand
+    reads contiguously are fused first (a 56 x 56 plane is 196 vectors); a short innermost
+    axis that is not a power of two (gcc's vector lanes must be one) and cannot be fused so
+    is not split: the whole output is fused and split instead, so it still runs in
+    vector-width chunks, through `#pragma omp simd` since its reads are no longer contiguous.
     """
     axes = list(stage.leaf)
     if not axes:
@@ -60,6 +93,10 @@ def schedule_elementwise(stage: Stage, cfg: Config) -> None:
     size = 1
     for ax in axes:
         size *= ax.extent
+    if axes[-1].extent % width and axes == list(stage.axes):
+        n = contiguous_tail(s, stage)
+        if n > 1:
+            axes = [*axes[:-n], fuse_all(stage, axes[-n:])]
     last = axes[-1]
     if last.extent >= width or _power_of_two(last.extent):
         outer, inner = stage.split(last, min(width, last.extent))
@@ -75,4 +112,4 @@ def schedule_elementwise(stage: Stage, cfg: Config) -> None:
 def schedule_injective(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:
     """Each output (a split has several) gets its own vectorized, parallel nest."""
     for out in outputs:
-        schedule_elementwise(s[out], cfg)
+        schedule_elementwise(s, s[out], cfg)

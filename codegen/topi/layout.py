@@ -49,6 +49,60 @@ def concat(inputs: Sequence[Tensor], attrs: AxisAttrs, out: Sequence[TensorType]
     return (te.compute(out[0].known_shape, element, name="concat", tag="injective"),)
 
 
+def padded_position(c: Expr, segments: Sequence[int], block: int) -> Expr:
+    """Where real channel `c` of a blocked tensor with these segments sits on its padded channel
+    axis (each segment starts on a block)."""
+    starts = np.cumsum([0, *segments]).tolist()
+    padded = np.cumsum([0, *(-(-k // block) * block for k in segments)]).tolist()
+    value: Expr = c - starts[-2] + padded[-2]
+    for k in reversed(range(len(segments) - 1)):
+        value = te.if_then_else(c < starts[k + 1], c - starts[k] + padded[k], value)
+    return value
+
+
+def concat_blocks(inputs: Sequence[Tensor]) -> Tensor:
+    """Channel concat of blocked tensors: each part keeps its blocks (padding lanes included), so
+    the parts are appended block by block and the result's segments are the parts' segments."""
+    n, _, h, w, block = inputs[0].shape
+    starts = np.cumsum([0, *(t.shape[1] for t in inputs)]).tolist()
+
+    def element(b: Expr, ob: Expr, y: Expr, x: Expr, lane: Expr) -> Expr:
+        value: Expr | None = None
+        for k in reversed(range(len(inputs))):
+            t = inputs[k]
+            read = t[b, clamp(ob - starts[k], t.shape[1]), y, x, lane]
+            value = read if value is None else te.if_then_else(ob < starts[k + 1], read, value)
+        assert value is not None
+        return value
+
+    return te.compute((n, starts[-1], h, w, block), element, name="concat", tag="injective")
+
+
+def split_blocks(x: Tensor, counts: Sequence[int]) -> tuple[Tensor, ...]:
+    """A blocked tensor cut into runs of `counts` blocks (split points between its segments)."""
+    n, _, h, w, block = x.shape
+    starts = np.cumsum([0, *counts]).tolist()
+    return tuple(te.compute((n, c, h, w, block), lambda b, ob, y, z, lane, s=s: x[b, ob + s, y, z, lane],
+                            name=f"split{k}", tag="injective") for k, (c, s) in enumerate(zip(counts, starts)))
+
+
+def split_lanes(x: Tensor, segments: Sequence[int], sizes: Sequence[int]) -> tuple[Tensor, ...]:
+    """A blocked tensor of `segments` split into parts of `sizes` real channels where a split point
+    falls inside a segment: each part is one segment, gathered lane by lane (zeros past its end)."""
+    n, xb, h, w, block = x.shape
+    starts = np.cumsum([0, *sizes]).tolist()
+
+    def part(k: int) -> Tensor:
+        def element(b: Expr, ob: Expr, y: Expr, z: Expr, lane: Expr) -> Expr:
+            c = ob * block + lane
+            p = padded_position(c + starts[k], segments, block)
+            read = x[b, clamp(p // block, xb), y, z, clamp(p % block, block)]
+            return te.if_then_else(c < sizes[k], read, const(0.0, x.dtype))
+        return te.compute((n, -(-sizes[k] // block), h, w, block), element, name=f"split{k}", tag="injective")
+
+    return tuple(part(k) for k in range(len(sizes)))
+
+
 @register_compute("split")
 def split(inputs: Sequence[Tensor], attrs: SplitAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
     """One output per part, each a shifted window of the input."""

@@ -21,18 +21,22 @@ call), `order` (which tile loop is outer), `k_unroll` (vector kernel).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from codegen import te
-from codegen.lower.intrin import GemmIntrin
+from codegen.lower.intrin import GemmIntrin, TileIntrin
 from codegen.schedule.schedule import Schedule, Stage
 from codegen.te.expr import Expr, rebuild
-from codegen.te.tensor import Tensor, TensorRead
+from codegen.te.tensor import PlaceholderOp, Tensor, TensorRead
+from codegen.topi.injective import expanded_body
 from codegen.topi.registry import register_compute, register_schedule
+from codegen.topi.tiling import tile_shape
 from codegen.tune.space import Config
 from taso_py.types import TensorType
 
 PACK_TAG = "matmul_pack"
+LANES = 16  # columns per group of the register tile (one AVX-512 vector; two AVX2 ones)
 
 
 @register_compute("matmul")
@@ -80,21 +84,11 @@ def _divisor_default(extent: int, choices: Sequence[int], prefer: Sequence[int])
     return fits[0] if fits else choices[0]
 
 
-def expanded_body(s: Schedule, st: Stage) -> Expr:
-    """`st`'s body with the stages inlined into it substituted (what lowering will see)."""
-    def go(e: Expr) -> Expr:
-        if isinstance(e, TensorRead) and e.tensor.op in s.stage_map and s[e.tensor].attach == "inline":
-            src = s[e.tensor]
-            idx = [go(i) for i in e.indices]
-            return go(te.substitute(src.body, {a.var: i for a, i in zip(src.axes, idx)}))
-        return rebuild(e, go)
-    return go(st.body)
-
-
 def reads_identity(s: Schedule, st: Stage, t: Tensor) -> bool:
     """Whether `st` reads `t` (through inlined stages) only at its own loop indices: an
-    element-wise consumer of the same shape, which can take `t` tile by tile."""
-    if st.tensor.shape != t.shape:
+    element-wise consumer of the same shape (or of a leading part of it: `t` padded to whole
+    tiles), which can take `t` tile by tile."""
+    if len(st.tensor.shape) != len(t.shape) or any(a > b for a, b in zip(st.tensor.shape, t.shape)):
         return False
     reads = [e for e in te.walk(expanded_body(s, st)) if isinstance(e, TensorRead) and e.tensor.op is t.op]
     return bool(reads) and all(len(r.indices) == len(st.axes) and all(i is a.var for i, a in zip(r.indices, st.axes))
@@ -206,20 +200,33 @@ def schedule_matmul(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
         return
     m_ext, n_ext = anchor.shape[-2], anchor.shape[-1]
     k_ext = acc_st.reduce_axes[0].extent
+    batch = math.prod(anchor.shape[:-2])
+    rhs = _rhs_tensor(acc_st)
+    constant_b = rhs is not None and isinstance(rhs.op, PlaceholderOp) and rhs.op.constant
+    # the default register tile: rows dividing M x groups of 16 columns (see tiling.tile_shape)
+    rows, groups = tile_shape(m_ext, n_ext // LANES, LANES, lambda r, g: batch * (m_ext // r) * (n_ext // LANES // g),
+                              pad=False) if n_ext % LANES == 0 else (1, 1)
     # the largest divisors up to 16 rows / 64 columns: whole tiles for the micro-kernel, no tail to guard
     m_div, n_div = divisor(m_ext, 16), divisor(n_ext, 64)
-    m_opts = tuple(sorted({1, 2, 4, 6, 8, 12, 16, m_div}))
-    n_opts = tuple(sorted({16, 32, 64, n_div}))
-    tile_m = cfg.knob("tile_m", m_opts, default=_divisor_default(m_ext, m_opts, (8, 12, 6, 4, 16, m_div)))
-    tile_n = cfg.knob("tile_n", n_opts, default=_divisor_default(n_ext, n_opts, (32, 64, 16, n_div)))
+    m_opts = tuple(sorted({1, 2, 4, 6, 8, 12, 16, m_div, rows}))
+    n_opts = tuple(sorted({16, 32, 64, n_div, groups * LANES}))
+    tiled = n_ext % LANES == 0 and anchor.dtype == "float32"
+    kernel = cfg.knob("kernel", ("tile", "gemm", "vector") if tiled else ("gemm", "vector"),
+                      default="tile" if tiled else "gemm")
+    default_m = rows if kernel == "tile" else _divisor_default(m_ext, m_opts, (8, 12, 6, 4, 16, m_div))
+    default_n = groups * LANES if kernel == "tile" else _divisor_default(n_ext, n_opts, (32, 64, 16, n_div))
+    tile_m = cfg.knob("tile_m", m_opts, default=default_m)
+    tile_n = cfg.knob("tile_n", n_opts, default=default_n)
     k_unroll = cfg.knob("k_unroll", (1, 2, 4, 8), default=1)
-    kernel = cfg.knob("kernel", ("gemm", "vector"), default="gemm")
     k_block = cfg.knob("k_block", (64, 128, 256, 512, 1 << 30), default=1 << 30)
     order = cfg.knob("order", ("mn", "nm"), default="nm")
-    pack = cfg.knob("pack_b", (False, True), default=m_ext >= 16 and k_ext >= 16 and n_ext >= 32)
+    # packed panels of B: free for a weight (packed once, at compile time), else worth it when A has rows to reuse them
+    pack = cfg.knob("pack_b", (False, True), default=constant_b or (m_ext >= 16 and k_ext >= 16 and n_ext >= 32))
     tile_m, tile_n = min(tile_m, m_ext), min(tile_n, n_ext)
     if m_ext % tile_m or n_ext % tile_n:
-        kernel = "vector"  # the micro-kernel computes whole tiles only; the vector loops guard the tails
+        kernel = "vector"  # the micro-kernels compute whole tiles only; the vector loops guard the tails
+    elif kernel == "tile" and tile_n % LANES:
+        kernel = "gemm"
 
     # `main` writes the output tiles: an element-wise consumer reading the matmul tile by tile, or
     # the matmul itself; `acc` accumulates a tile (the anchor computed at main's tile, or a cache_write)
@@ -237,22 +244,24 @@ def schedule_matmul(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
         _fuse_parallel(pst, outer)
         vectorize(pst, ji)
 
-    *batch, i, j = main.leaf[: len(main.axes)]
+    *batch_axes, i, j = main.leaf[: len(main.axes)]
     io, ii = main.split(i, tile_m)
     jo, ji = main.split(j, tile_n)
     tiles = [io, jo] if order == "mn" else [jo, io]
-    main.reorder(*batch, *tiles, ii, ji)
-    tiles[0] = _fuse_parallel(main, [*batch, tiles[0]])  # batch and outer tiles: one parallel loop
-    if acc_st is main:  # the gemm micro-kernel writes the output tile in place
-        _tile_kernel(main, tiles, ii, ji, tile_m, tile_n, k_block)
+    main.reorder(*batch_axes, *tiles, ii, ji)
+    tiles = [_fuse_parallel(main, [*batch_axes, *tiles])]  # batch and both tile loops: one parallel loop
+    if acc_st is main:  # the micro-kernel writes the output tile in place
+        _tile_kernel(main, kernel, tiles, ii, ji, tile_m, tile_n, k_block)
     else:
-        main.reorder(*tiles, ii, ji)
-        if kernel == "vector":  # with the gemm kernel the tile stays a plain array the kernel writes
+        if kernel == "vector" or tile_n % LANES:
             vectorize(main, ji)
-        acc_st.compute_at(main, tiles[1])
+        else:  # the epilogue takes the tile (a plain array the micro-kernel writes) a vector at a time
+            _, jv = main.split(ji, LANES)
+            main.vectorize(jv)
+        acc_st.compute_at(main, tiles[0])
         *_, ai, aj = acc_st.leaf[: len(acc_st.axes)]
-        if kernel == "gemm":
-            _tile_kernel(acc_st, [], ai, aj, tile_m, tile_n, k_block)
+        if kernel != "vector":
+            _tile_kernel(acc_st, kernel, [], ai, aj, tile_m, tile_n, k_block)
         else:
             (k,) = acc_st.reduce_axes
             if k_unroll > 1 and k_ext % k_unroll == 0:
@@ -269,17 +278,24 @@ def schedule_matmul(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
             schedule_flat(s, st)
 
 
-def _tile_kernel(st: Stage, tiles: Sequence, ii: object, ji: object, tile_m: int, tile_n: int, k_block: int) -> None:
-    """Loops (tiles..., [k blocks], rows, cols, k) with the inner three replaced by the gemm micro-kernel."""
+def _tile_kernel(st: Stage, kernel: str, tiles: Sequence, ii: object, ji: object, tile_m: int, tile_n: int,
+                 k_block: int) -> None:
+    """Loops (tiles..., [k blocks], rows, cols, k) with the inner ones replaced by a micro-kernel:
+    the register tile (`TileIntrin`, the columns as groups of 16 lanes) or the gemm one."""
     (k,) = [ax for ax in st.leaf if ax.reduce]
     k_ext = k.extent
     k_tile = k_ext if k_block >= k_ext or k_ext % k_block else k_block
     if k_tile < k_ext:
-        ko, ki = st.split(k, k_tile)
-        st.reorder(*tiles, ko, ii, ji, ki)
+        ko, k = st.split(k, k_tile)
+        st.reorder(*tiles, ko, ii, ji, k)
     else:
         st.reorder(*tiles, ii, ji, k)
-    st.tensorize(ii, GemmIntrin("gemm", tile_m, tile_n, k_tile))
+    if kernel == "tile":
+        jg, jl = st.split(ji, LANES)
+        st.reorder(ii, jg, jl, k)
+        st.tensorize(ii, TileIntrin("tile", tile_m, tile_n // LANES, LANES, (k_tile,)))
+    else:
+        st.tensorize(ii, GemmIntrin("gemm", tile_m, tile_n, k_tile))
 
 
 def _schedule_matvec(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor]) -> None:

@@ -192,7 +192,7 @@ def _attach_reduction(s: Schedule, total: Stage, parent: Stage, axis: IterVar | 
 def _others(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> Stage:
     for out in outputs:
         if out != anchor:
-            schedule_elementwise(s[out], cfg)
+            schedule_elementwise(s, s[out], cfg)
     return s[anchor]
 
 

@@ -142,8 +142,8 @@ def run_command(directory: Path, check: bool, repeat: int, profile: bool, seed: 
         doc["latency_ms"] = compiled.latency_ms(feeds, repeat)
         doc["runs"] = repeat
     if profile:
-        doc["kernels"] = [{"kernel": t.kernel, "group": t.group, "ms": t.ms}
-                          for t in compiled.profile(feeds, max(repeat, 3))]
+        doc["kernels"] = [{"kernel": t.kernel, "group": t.group, "ms": t.ms, "gflops": round(t.gflops, 2),
+                           "gbytes": round(t.gbytes, 2)} for t in compiled.profile(feeds, max(repeat, 3))]
     if as_json:
         emit_json(doc)
     else:
@@ -161,10 +161,11 @@ def run_command(directory: Path, check: bool, repeat: int, profile: bool, seed: 
         if repeat:
             console.print(f"latency: {doc['latency_ms']:.3f} ms (median of {repeat} runs)", highlight=False)
         if profile:
-            table = Table("kernel", "computes", "ms", "share")
+            table = Table("kernel", "computes", "ms", "share", "GFLOP/s", "GB/s")
             total = sum(k["ms"] for k in doc["kernels"]) or 1.0
             for k in sorted(doc["kernels"], key=lambda k: -k["ms"])[:15]:
-                table.add_row(k["kernel"], k["group"], f"{k['ms']:.3f}", f"{k['ms'] / total:.0%}")
+                table.add_row(k["kernel"], k["group"], f"{k['ms']:.3f}", f"{k['ms'] / total:.0%}",
+                              f"{k['gflops']:.1f}", f"{k['gbytes']:.1f}")
             console.print(table)
     if comparison is not None and not comparison.ok:
         raise CheckFailed(f"compiled model differs from ONNX Runtime on output {comparison.worst_output!r}: "

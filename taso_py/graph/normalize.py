@@ -81,8 +81,9 @@ def fold_batchnorm(graph: Graph) -> int:
     """Fold each batch norm that alone reads a convolution (no fused activation, constant weights)
     into that convolution's weights and bias; returns how many."""
     folded = 0
-    users = graph.users()
-    for bn in [n for n in graph.topo_order() if n.op.name == "batchnorm"]:
+    for bn_id in [n.id for n in graph.topo_order() if n.op.name == "batchnorm"]:
+        bn = graph.nodes[bn_id]  # as it is now: folding an earlier one may have rewritten its input
+        users = graph.users()
         source = bn.inputs[0]
         conv = graph.nodes[source.node]
         params = [graph.weight(r) for r in bn.inputs[1:]]
@@ -106,11 +107,34 @@ def fold_batchnorm(graph: Graph) -> int:
     return folded
 
 
+def batchnorm_to_affine(graph: Graph) -> int:
+    """Rewrite each batch norm left with constant parameters as x * s + t (s, t per channel): two
+    element-wise operators that fuse with their neighbours and run in any layout; returns how many."""
+    done = 0
+    for bn in [n for n in graph.topo_order() if n.op.name == "batchnorm"]:
+        params = [graph.weight(r) for r in bn.inputs[1:]]
+        if any(v is None for v in params):
+            continue
+        scale, bias, mean, var = (np.asarray(v, np.float64) for v in params)
+        factor = scale / np.sqrt(var + bn.attrs.epsilon)
+        dtype = bn.types[0].dtype.numpy
+        shape = (-1,) + (1,) * (len(bn.types[0].shape) - 2)
+        s = graph.add_weight(factor.reshape(shape).astype(dtype))
+        t = graph.add_weight((bias - mean * factor).reshape(shape).astype(dtype))
+        (scaled,) = graph.add("mul", [bn.inputs[0], s])
+        (out,) = graph.add("add", [scaled, t])
+        graph.replace_uses(bn.outputs[0], out)
+        graph.remove(bn.id)
+        done += 1
+    return done
+
+
 def fuse_activations(graph: Graph) -> int:
     """Make each activation that alone reads a convolution without one that convolution's `act`."""
     fused = 0
-    users = graph.users()
-    for act in [n for n in graph.topo_order() if n.op.name in ACTIVATIONS]:
+    for act_id in [n.id for n in graph.topo_order() if n.op.name in ACTIVATIONS]:
+        act = graph.nodes[act_id]  # as it is now: fusing an earlier one may have rewritten its input
+        users = graph.users()
         source = act.inputs[0]
         conv = graph.nodes.get(source.node)
         if (conv is None or conv.op.name != "conv2d" or conv.attrs.act != "none" or len(users[conv.id]) != 1

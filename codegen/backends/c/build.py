@@ -14,10 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
+from codegen import isa
 from codegen.errors import CodegenError
 from codegen.lower.ir import Buffer, PrimFunc
 
-CFLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11", "-fno-math-errno",
+# -fopenmp-simd: `omp simd` and `declare simd` only (parallel loops run on the module's own pool, see pool.py)
+CFLAGS = ("-O3", "-fopenmp-simd", "-pthread", "-D_GNU_SOURCE", "-fPIC", "-shared", "-std=gnu11", "-fno-math-errno",
           "-Wno-unused-variable", "-Wno-unknown-pragmas")
 
 
@@ -38,7 +40,7 @@ def compiler() -> str:
 
 def compile_shared(source: str, out: Path | None = None, extra: Sequence[str] = ()) -> Path:
     """A shared library built from C `source` by gcc; rebuilt only when the source or flags change."""
-    return build_library(compiler(), [*CFLAGS, *extra], source, out, ".c", libs=("-lmvec", "-lm"))
+    return build_library(compiler(), [*CFLAGS, *isa.host().cflags, *extra], source, out, ".c", libs=("-lmvec", "-lm"))
 
 
 def build_library(tool: str, flags: Sequence[str], source: str, out: Path | None, suffix: str,

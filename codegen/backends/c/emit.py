@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from codegen.backends.c.pool import POOL_C
 from codegen.errors import CodegenError
 from codegen.lower.ir import (
     Allocate,
@@ -43,6 +44,7 @@ PRELUDE = r"""#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+""" + POOL_C + r"""
 static inline int32_t fdiv_i32(int32_t a, int32_t b) {
   int32_t q = a / b; return q - ((a % b != 0) & ((a < 0) != (b < 0))); }
 static inline int32_t fmod_i32(int32_t a, int32_t b) {
@@ -112,6 +114,8 @@ class CEmitter:
         while True:  # a buffer met in scalar code (a vector loop that fell back) is demoted; emit again
             self.names = Names(sanitize=True)
             self.ranges: Ranges = {}
+            self.func_name = f.name
+            self.outlined: list[str] = []  # the parallel loops' bodies, as functions of their own
             self.vector_bufs = {b: v for b, v in _vector_buffers(f.body).items() if b not in demoted}
             params = ", ".join(f"{C_TYPES[b.dtype]}* {self.restrict} {self.names(b)}" for b in f.params)
             lines = [f"{self.func_prefix}void {f.name}({params}) {{"]
@@ -121,7 +125,7 @@ class CEmitter:
                 demoted.add(e.buffer)
                 continue
             lines.append("}")
-            return "\n".join(lines) + "\n"
+            return "".join(self.outlined) + "\n".join(lines) + "\n"
 
     # ---- statements ------------------------------------------------------------------------
 
@@ -164,12 +168,15 @@ class CEmitter:
             if vec is not None:
                 yield from vec
                 return
+            guarded = self.guarded_vector_loop(s, depth)
+            if guarded is not None:
+                yield from guarded
+                return
             yield f"{pad}#pragma omp simd"
             in_parallel = True  # no `omp parallel` may nest inside a simd loop: inner ones run serially
         elif s.kind is LoopKind.PARALLEL and not in_parallel:
-            threads = f" num_threads({s.threads})" if s.threads else ""
-            yield f"{pad}#pragma omp parallel for schedule(static){threads}"
-            in_parallel = True
+            yield from self.parallel_loop(s, depth)
+            return
         elif s.kind is LoopKind.UNROLLED:
             yield f"{pad}#pragma GCC unroll {min(s.extent, 64)}"
         elif s.kind is LoopKind.THREAD:
@@ -177,6 +184,34 @@ class CEmitter:
         yield header
         yield from self.stmt(s.body, depth + 1, in_parallel)
         yield f"{pad}}}"
+
+    def parallel_loop(self, s: For, depth: int) -> Iterator[str]:
+        """The loop's body outlined into a function of (context, begin, end) that the module's thread
+        pool runs in chunks (see `pool`); the context struct carries the variables and buffers the
+        body reads from outside the loop."""
+        pad = "  " * depth
+        name = f"{self.func_name}_par{len(self.outlined)}"
+        self.outlined.append("")  # reserve the number: a parallel loop inside runs serially, no nesting
+        captured = _free(s)
+        fields = []
+        for x in captured:
+            c = self.names(x)
+            if isinstance(x, Buffer):
+                vt = self.vector_bufs.get(x)
+                fields.append((f"{vt.name if vt else C_TYPES[x.dtype]}* {self.restrict}", c))
+            else:
+                fields.append((f"{C_TYPES[x.dtype]}", c))
+        v = self.names(s.var)
+        body = list(self.stmt(s.body, 2, in_parallel=True))
+        lines = [f"struct {name}_ctx {{ {' '.join(f'{t} {c};' for t, c in fields) or 'char unused;'} }};",
+                 f"static void {name}(void* ctx_, int32_t begin_, int32_t end_) {{",
+                 f"  const struct {name}_ctx* ctx = (const struct {name}_ctx*)ctx_; (void)ctx;",
+                 *(f"  {t} {c} = ctx->{c};" for t, c in fields),
+                 f"  for (int32_t {v} = begin_; {v} < end_; ++{v}) {{", *body, "  }", "}"]
+        self.outlined[-1] = "\n".join(lines) + "\n"
+        init = ", ".join(c for _, c in fields) or "0"
+        yield f"{pad}{{ const struct {name}_ctx ctx_ = {{{init}}};"
+        yield f"{pad}  taso_parallel_for({s.extent}, {name}, (void*)&ctx_, {s.threads}); }}"
 
     def allocate(self, s: Allocate, depth: int, in_parallel: bool) -> Iterator[str]:
         pad = "  " * depth
@@ -232,6 +267,26 @@ class CEmitter:
         self.vec_types.add(vt)
         return out
 
+    def guarded_vector_loop(self, s: For, depth: int) -> list[str] | None:
+        """A vector loop under a guard linear in its variable (a split's tail, a window's edge): the
+        guard holds for every lane when it holds for the first and the last, so that case runs as
+        vector code and only the other falls back to a guarded `omp simd` loop."""
+        body = s.body
+        if not (isinstance(body, IfThenElse) and body.otherwise is None):
+            return None
+        conds = _conjuncts(body.cond)
+        if not all(isinstance(c, Binary) and c.op in ("<", "<=") and _stride(c.a - c.b, s.var) is not None
+                   for c in conds):
+            return None
+        vec = self.vector_loop(For(s.var, s.extent, s.kind, body.then), depth + 1)
+        if vec is None:
+            return None
+        ends = [simplify(substitute(body.cond, {s.var: Const(v)}), self.ranges) for v in (0, s.extent - 1)]
+        pad = "  " * depth
+        fallback = list(self.loop(For(s.var, s.extent, LoopKind.SERIAL, body), depth + 1, True))
+        return [f"{pad}if ({self.expr(ends[0])} && {self.expr(ends[1])}) {{", *vec, f"{pad}}} else {{",
+                f"{pad}  #pragma omp simd", *fallback, f"{pad}}}"]
+
     def vptr(self, buf: Buffer, index: Expr, var: Var, vt: VecType) -> str:
         base = simplify(substitute(index, {var: Const(0)}), self.ranges)
         vb = self.vector_bufs.get(buf)
@@ -255,6 +310,9 @@ class CEmitter:
             if a is None or b is None:
                 return None
             return f"v{e.op}_{vt.name}({a}, {b})"
+        if isinstance(e, Select) and var not in {x for x in walk(e.cond) if isinstance(x, Var)}:
+            a, b = self.vexpr(e.t, var, vt), self.vexpr(e.f, var, vt)  # one condition for every lane
+            return None if a is None or b is None else f"({self.expr(e.cond)} ? {a} : {b})"
         return None
 
     def vec_typedef(self, v: VecType) -> str:
@@ -322,6 +380,45 @@ class CEmitter:
         if e.name == "sigmoid":
             return f"sigmoidf({args})" if e.dtype == "float32" else f"(1.0 / (1.0 + exp(-({args}))))"
         return f"{e.name}{'f' if e.dtype == 'float32' else ''}({args})"
+
+
+def _free(s: Stmt) -> list[Var | Buffer]:
+    """The variables and buffers `s` uses that are bound outside it, in order of first use."""
+    bound: set[object] = set()
+    used: dict[object, None] = {}
+
+    def exprs(e: Expr) -> None:
+        for x in walk(e):
+            if isinstance(x, Var):
+                used.setdefault(x)
+            elif isinstance(x, Load):
+                used.setdefault(x.buffer)
+
+    for x in walk_stmts(s):
+        if isinstance(x, For):
+            bound.add(x.var)
+        elif isinstance(x, LetStmt):
+            bound.add(x.var)
+            exprs(x.value)
+        elif isinstance(x, Allocate):
+            bound.add(x.buffer)
+        elif isinstance(x, Store):
+            used.setdefault(x.buffer)
+            exprs(x.index)
+            exprs(x.value)
+        elif isinstance(x, IfThenElse):
+            exprs(x.cond)
+        elif isinstance(x, Intrinsic):
+            for r in x.regions:
+                used.setdefault(r.buffer)
+                exprs(r.offset)
+    return [x for x in used if x not in bound]  # type: ignore[misc]
+
+
+def _conjuncts(e: Expr) -> list[Expr]:
+    if isinstance(e, Binary) and e.op == "&&":
+        return _conjuncts(e.a) + _conjuncts(e.b)
+    return [e]
 
 
 def _is_index(e: Expr) -> bool:

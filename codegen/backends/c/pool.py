@@ -1,0 +1,141 @@
+"""The thread pool every compiled C module carries: `taso_parallel_for(n, fn, ctx, limit)`.
+
+Why not OpenMP's `parallel for`: a model is hundreds of kernels, and each OpenMP region
+forks and joins a team. With libgomp's default wait policy its threads spin for a while and
+then sleep, so a small kernel pays a wake-up (tens of microseconds in a VM) and the machine
+looks busy; a static schedule waits at the end of every loop for its slowest thread, and when
+another process holds a core that thread is descheduled for a whole time slice (the compiled
+ResNet-50 ran 10x slower beside one busy loop). This pool is ORT's answer to the same
+problem: the caller runs chunks itself, workers claim chunks from one atomic counter (so a
+descheduled worker just claims fewer), the caller waits only for chunks that were claimed,
+and idle workers spin briefly (`TASO_SPIN_US`, default 100 microseconds: back-to-back kernels
+find them awake) and then sleep on a condition variable.
+
+A job is (generation, next index) packed in one 64-bit atomic; a worker claims a chunk with a
+compare-and-swap on it. The caller first moves the state to an odd generation (closed), then
+writes the job, then publishes the next even one: a worker whose claim succeeds has therefore
+read the fields of the job it claims from, never a newer one's. Threads: `TASO_NUM_THREADS`,
+else `OMP_NUM_THREADS`, else the CPUs this process may run on. A forked child starts with no workers and makes its own.
+"""
+
+POOL_C = r"""
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <time.h>
+#include <unistd.h>
+typedef void (*taso_task)(void* ctx, int32_t begin, int32_t end);
+static struct {
+  pthread_mutex_t submit, sleep_mu;
+  pthread_cond_t wake;
+  _Atomic uint64_t state;          /* generation << 32 | next item */
+  _Atomic int32_t done, total, chunk, limit, sleepers;
+  _Atomic(taso_task) fn;
+  _Atomic(void*) ctx;
+  int threads, started;
+  long spin_ns;
+} taso_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+
+static inline long taso_now_ns(void) {
+  struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1000000000L + t.tv_nsec; }
+static inline void taso_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+/* Claim and run chunks of job `gen` until none is left; returns once the counter is past the end. */
+static void taso_work(uint32_t gen, int32_t id) {
+  uint64_t s = atomic_load_explicit(&taso_pool.state, memory_order_acquire);
+  taso_task fn = atomic_load_explicit(&taso_pool.fn, memory_order_relaxed);
+  void* ctx = atomic_load_explicit(&taso_pool.ctx, memory_order_relaxed);
+  int32_t total = atomic_load_explicit(&taso_pool.total, memory_order_relaxed);
+  int32_t chunk = atomic_load_explicit(&taso_pool.chunk, memory_order_relaxed);
+  if (id >= atomic_load_explicit(&taso_pool.limit, memory_order_relaxed)) return;
+  for (;;) {
+    if ((uint32_t)(s >> 32) != gen) return;
+    int32_t i = (int32_t)(uint32_t)s;
+    if (i >= total) return;
+    int32_t end = i + chunk < total ? i + chunk : total;
+    if (atomic_compare_exchange_weak_explicit(&taso_pool.state, &s, ((uint64_t)gen << 32) | (uint32_t)end,
+                                              memory_order_acq_rel, memory_order_acquire)) {
+      fn(ctx, i, end);
+      atomic_fetch_add_explicit(&taso_pool.done, end - i, memory_order_release);
+      s = atomic_load_explicit(&taso_pool.state, memory_order_acquire);
+    }
+  }
+}
+static inline uint32_t taso_generation(void) {
+  return (uint32_t)(atomic_load_explicit(&taso_pool.state, memory_order_acquire) >> 32); }
+static void* taso_worker(void* arg) {
+  int32_t id = (int32_t)(intptr_t)arg;
+  uint32_t seen = taso_generation() & ~1u;
+  for (;;) {
+    long deadline = taso_now_ns() + taso_pool.spin_ns;
+    uint32_t gen;
+    for (int k = 0; (gen = taso_generation()) == seen || (gen & 1); ++k) {
+      taso_relax();
+      if ((k & 63) == 63 && taso_now_ns() > deadline) {
+        pthread_mutex_lock(&taso_pool.sleep_mu);
+        atomic_fetch_add(&taso_pool.sleepers, 1);
+        while (taso_generation() == seen)
+          pthread_cond_wait(&taso_pool.wake, &taso_pool.sleep_mu);
+        atomic_fetch_sub(&taso_pool.sleepers, 1);
+        pthread_mutex_unlock(&taso_pool.sleep_mu);
+        deadline = taso_now_ns() + taso_pool.spin_ns;
+      }
+    }
+    seen = gen;
+    taso_work(gen, id);
+  }
+  return 0;
+}
+static void taso_pool_forget(void) { taso_pool.started = 0; taso_pool.threads = 0; }
+static int taso_env_int(const char* name) { const char* v = getenv(name); return v && *v ? atoi(v) : 0; }
+static void taso_pool_start(void) {
+  int n = taso_env_int("TASO_NUM_THREADS");
+  if (n <= 0) n = taso_env_int("OMP_NUM_THREADS");
+  if (n <= 0) { cpu_set_t set; n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1; }
+  long spin = taso_env_int("TASO_SPIN_US");
+  taso_pool.spin_ns = (getenv("TASO_SPIN_US") ? spin : 100) * 1000L;
+  taso_pool.threads = n < 1 ? 1 : n;
+  pthread_atfork(0, 0, taso_pool_forget);
+  for (int k = 1; k < taso_pool.threads; ++k) {
+    pthread_t t; pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setstacksize(&a, 1 << 20);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &a, taso_worker, (void*)(intptr_t)(k - 1)) != 0) { taso_pool.threads = k; break; }
+    pthread_attr_destroy(&a);
+  }
+  taso_pool.started = 1;
+}
+/* fn(ctx, begin, end) over [0, n) in chunks, on up to `limit` threads (0: all); the caller works too. */
+static void taso_parallel_for(int32_t n, taso_task fn, void* ctx, int32_t limit) {
+  if (n <= 0) return;
+  if (n == 1 || limit == 1 || pthread_mutex_trylock(&taso_pool.submit) != 0) { fn(ctx, 0, n); return; }
+  if (!taso_pool.started) taso_pool_start();
+  int32_t threads = limit > 0 && limit < taso_pool.threads ? limit : taso_pool.threads;
+  if (threads <= 1) { pthread_mutex_unlock(&taso_pool.submit); fn(ctx, 0, n); return; }
+  int32_t chunk = n / (threads * 8);
+  uint32_t gen = taso_generation() + 2;
+  atomic_store(&taso_pool.state, (uint64_t)(gen - 1) << 32);  /* closed while the job is written */
+  atomic_store_explicit(&taso_pool.fn, fn, memory_order_relaxed);
+  atomic_store_explicit(&taso_pool.ctx, ctx, memory_order_relaxed);
+  atomic_store_explicit(&taso_pool.total, n, memory_order_relaxed);
+  atomic_store_explicit(&taso_pool.chunk, chunk < 1 ? 1 : chunk, memory_order_relaxed);
+  atomic_store_explicit(&taso_pool.limit, threads - 1, memory_order_relaxed);
+  atomic_store_explicit(&taso_pool.done, 0, memory_order_relaxed);
+  atomic_store(&taso_pool.state, (uint64_t)gen << 32);
+  if (atomic_load(&taso_pool.sleepers) > 0) {
+    pthread_mutex_lock(&taso_pool.sleep_mu);
+    pthread_cond_broadcast(&taso_pool.wake);
+    pthread_mutex_unlock(&taso_pool.sleep_mu);
+  }
+  taso_work(gen, -1);
+  for (int k = 0; atomic_load_explicit(&taso_pool.done, memory_order_acquire) < n; ++k) {
+    taso_relax();
+    if ((k & 1023) == 1023) sched_yield();  /* a worker holding a chunk may be waiting for this core */
+  }
+  pthread_mutex_unlock(&taso_pool.submit);
+}
+"""
