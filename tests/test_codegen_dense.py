@@ -161,7 +161,8 @@ def run_plain(t: te.Tensor, ins: Sequence[te.Tensor], *arrays: np.ndarray) -> np
 
 def test_nchwc_supports_groups_of_whole_blocks_only() -> None:
     assert conv.nchwc_supports(Conv2dAttrs(groups=32), (1024, 32, 3, 3), 16)  # ResNeXt's last stage
-    assert not conv.nchwc_supports(Conv2dAttrs(groups=32), (128, 4, 3, 3), 16)  # 4 channels per group
+    assert conv.nchwc_supports(Conv2dAttrs(groups=32), (128, 4, 3, 3), 16)  # 4 per group: 4 groups a block
+    assert not conv.nchwc_supports(Conv2dAttrs(groups=8), (24, 3, 3, 3), 16)  # 3 per group: blocks cut groups
     assert conv.nchwc_supports(Conv2dAttrs(groups=64), (64, 1, 3, 3), 16)  # depthwise: channels in the lanes
     assert conv.nchwc_supports(Conv2dAttrs(groups=24), (24, 1, 3, 3), 16)  # depthwise, the last block padded
     assert conv.nchwc_supports(Conv2dAttrs(), (20, 12, 1, 1), 16)  # groups = 1: channels padded

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -20,10 +20,10 @@ from codegen import topi
 from codegen.errors import CodegenError
 from codegen.graph import layout
 from codegen.graph.partition import Group
-from codegen.lower.ir import PrimFunc
+from codegen.lower.ir import Allocate, PrimFunc
 from codegen.lower.lower import lower
 from codegen.te.tensor import Tensor, compute, placeholder
-from codegen.topi import conv
+from codegen.topi import conv, winograd
 from codegen.topi import layout as topi_layout
 from codegen.tune.space import Config
 from taso_py.graph.ir import Graph, Node, Ref
@@ -43,10 +43,11 @@ class Kernel:
     workload: str
     flops: int = 0  # what it computes, and the bytes it must move at least (inputs, weights, outputs once):
     bytes: int = 0  # the kernel's place on a roofline
+    workspace: list[str] = field(default_factory=list)  # arena buffers it uses while it runs (padded inputs, ...)
 
     @property
     def args(self) -> list[str]:
-        return self.reads + self.writes
+        return self.reads + self.writes + self.workspace
 
 
 @dataclass
@@ -214,33 +215,7 @@ class KernelBuilder:
         g = self.g
         name = node.op.name
         if name == "conv2d":
-            data, w, *bias = node.inputs
-            segs = self.seg(data)
-            depthwise = node.attrs.groups == g.type(w).shape[0] and g.type(w).shape[1] == 1
-            groups = node.attrs.groups
-            if groups == 1 and segs[0] < lay and self.produced.get(data) == layout.PLAIN:
-                # a few input channels (an image): read NCHW as blocks of one channel, nothing padded
-                plain = operand(data, layout.PLAIN)
-                x = compute((*plain.shape, 1), lambda *i, t=plain: t[i[:-1]], name="data_c1", tag="injective")
-                wt = packed_weight(self.weight(w), 1, 1)
-            else:
-                x = operand(data, lay)
-                if depthwise or len(segs) > 1:  # weights onto the padded channels of the segments
-                    axis = 0 if depthwise else 1
-                    key = self.weight(w, f"spread{axis}:{segs}/{lay}", lambda a: layout.spread(a, axis, segs, lay))
-                    groups = self.buffers[key].shape[0] if depthwise else groups
-                else:
-                    key = self.weight(w)
-                wt = packed_weight(key, groups, lay)
-            out_segs = segs if depthwise else (node.types[0].shape[1],)
-            b = None
-            if bias and g.weight(bias[0]) is not None:  # zero in the padding lanes, so they stay zero
-                b = arg(bias[0], lay, self.weight(bias[0], f"spread0:{out_segs}/{lay}",
-                                                   lambda a: layout.spread(a.ravel(), 0, out_segs, lay)))
-            elif bias:
-                b = operand(bias[0], layout.PLAIN)
-            attrs = replace(node.attrs, groups=groups)
-            return (conv.conv2d_nchwc(x, wt, b, attrs, layout.blocks(out_segs, lay) * lay),)
+            return (self._conv(node, lay, operand, arg, packed_weight),)
         if name == "concat":
             return (topi_layout.concat_blocks([operand(r, lay) for r in node.inputs]),)
         if name == "split":
@@ -258,6 +233,45 @@ class KernelBuilder:
             return arg(r, lay, self.weight(r, f"nchw{lay}c:{out_segs}", lambda a: layout.block_array(a, lay, out_segs)))
 
         return topi.compute(name, [blocked_operand(r) for r in node.inputs], layout.blocked_attrs(node, lay), types)
+
+    def _conv(self, node: Node, lay: int, operand: Callable[[Ref, int], Tensor], arg: Callable[..., Tensor],
+              packed_weight: Callable[[str, int, int], Tensor]) -> Tensor:
+        """A convolution on blocked tensors: Winograd where it pays (3x3, stride 1), else direct, with
+        its weights packed, padded or spread to the input's segments, and its bias zero-padded."""
+        g = self.g
+        data, w, *bias = node.inputs
+        segs, shape = self.seg(data), g.type(w).shape
+        depthwise = node.attrs.groups == shape[0] and shape[1] == 1
+        out_segs = segs if depthwise else (node.types[0].shape[1],)
+        b = None
+        if bias and g.weight(bias[0]) is not None:  # zero in the padding lanes, so they stay zero
+            b = arg(bias[0], lay, self.weight(bias[0], f"spread0:{out_segs}/{lay}",
+                                               lambda a: layout.spread(a.ravel(), 0, out_segs, lay)))
+        elif bias:
+            b = operand(bias[0], layout.PLAIN)
+        groups = node.attrs.groups
+        if groups == 1 and segs[0] < lay and self.produced.get(data) == layout.PLAIN:
+            # a few input channels (an image): read NCHW as blocks of one channel, nothing padded
+            plain = operand(data, layout.PLAIN)
+            x = compute((*plain.shape, 1), lambda *i, t=plain: t[i[:-1]], name="data_c1", tag="injective")
+            return conv.conv2d_nchwc(x, packed_weight(self.weight(w), 1, 1), b, node.attrs, node.types[0].shape[1])
+        x = operand(data, lay)
+        m = winograd.tile_size(node.types[0].shape, segs, lay) if winograd.applies(node.attrs, shape) else 0
+        if m:
+            u = arg(w, lay, self.weight(w, f"winograd{m}:{segs}/{lay}", lambda a: winograd.weight_transform(
+                a, m, lay, layout.positions(segs, lay))))
+            return winograd.conv2d_winograd(x, u, b, node.attrs, m, layout.blocked_shape(node.types[0].shape, lay))
+        if not depthwise and conv.small_groups(groups, shape, lay):  # block-diagonal weights
+            key = self.weight(w, f"dense/{lay}", lambda a: conv.densify(a, node.attrs.groups, lay))
+            groups = g.type(data).shape[1] // lay
+        elif depthwise or len(segs) > 1:  # weights onto the padded channels of the segments
+            axis = 0 if depthwise else 1
+            key = self.weight(w, f"spread{axis}:{segs}/{lay}", lambda a: layout.spread(a, axis, segs, lay))
+            groups = self.buffers[key].shape[0] if depthwise else groups
+        else:
+            key = self.weight(w)
+        attrs = replace(node.attrs, groups=groups)
+        return conv.conv2d_nchwc(x, packed_weight(key, groups, lay), b, attrs, layout.blocks(out_segs, lay) * lay)
 
     def finish(self) -> None:
         """Graph outputs in NCHW: a transform where the last kernel wrote them blocked; a copy where
@@ -290,14 +304,29 @@ class KernelBuilder:
             sched.placeholders = [p for p in sched.placeholders if p.op in read]
             kept = [a for a in args if a.op in read]  # a packed weight replaces its original
             stand_ins = [h.stand_in for h in hoisted + more]
-            func = lower(sched, kept + stand_ins + outputs, name)
+            func = _workspace_params(lower(sched, kept + stand_ins + outputs, name))
         except CodegenError as e:
             raise CodegenError(f"kernel {name} ({kernel.group}): {e}") from None
         kernel.reads = [keys[a.op] for a in kept] + [h.key for h in hoisted + more]
+        for buf in func.params[len(kept) + len(stand_ins) + len(outputs):]:
+            key = f"{name}.{buf.name}"
+            self.buffers[key] = Buffer(key, buf.shape, buf.dtype, "arena")
+            kernel.workspace.append(key)
         return Lowered(func, kernel, hoisted + more, weight_args)
 
 
 # ---- kernels ------------------------------------------------------------------------------
+
+def _workspace_params(func: PrimFunc) -> PrimFunc:
+    """The kernel's whole-kernel temporaries (a padded input, Winograd's transformed tiles) as
+    parameters after the others: the graph compiler places them in the arena, so a run neither
+    allocates nor touches fresh pages."""
+    body, temps = func.body, []
+    while isinstance(body, Allocate) and body.buffer.scope == "global":
+        temps.append(body.buffer)
+        body = body.body
+    return PrimFunc(func.name, [*func.params, *temps], body)
+
 
 def _hoist_weight_stages(sched: Any, weights: set[Any], kernel: str) -> list[Hoisted]:
     """Take out of the schedule each root stage that reads only weights (directly or through such

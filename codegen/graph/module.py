@@ -30,9 +30,9 @@ def lifetimes(kernels: list[Kernel], buffers: dict[str, Buffer]) -> list[Lifetim
     first: dict[str, int] = {}
     last: dict[str, int] = {}
     for k, kernel in enumerate(kernels):
-        for key in kernel.writes:
+        for key in kernel.writes + kernel.workspace:
             first.setdefault(key, k)
-        for key in kernel.reads:
+        for key in kernel.reads + kernel.workspace:
             last[key] = k
     return [Lifetime(key, nbytes(b), first[key], last.get(key, first[key]))
             for key, b in buffers.items() if b.kind == "arena"]

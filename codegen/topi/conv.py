@@ -41,6 +41,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from codegen import te
 from codegen.lower.intrin import GemmIntrin, TileIntrin
 from codegen.schedule.schedule import Schedule, Stage
@@ -232,7 +234,28 @@ def nchwc_supports(attrs: Conv2dAttrs, weight_shape: Sequence[int], block: int) 
     o, cg = weight_shape[0], weight_shape[1]
     if attrs.groups == o and cg == 1:  # depthwise: channels in the lanes (the last block padded)
         return True
-    return attrs.groups == 1 or (cg % block == 0 and (o // attrs.groups) % block == 0)
+    return attrs.groups == 1 or (cg % block == 0 and (o // attrs.groups) % block == 0) or small_groups(
+        attrs.groups, weight_shape, block)
+
+
+def small_groups(groups: int, weight_shape: Sequence[int], block: int) -> bool:
+    """Groups narrower than a block that tile blocks exactly (ResNeXt's 4 and 8 channels): computed as
+    whole-block groups with block-diagonal weights (`densify`), block / group-width times the work."""
+    o, cg = weight_shape[0], weight_shape[1]
+    per = block // cg if cg and block % cg == 0 else 0  # groups per block of input channels
+    return groups > 1 and cg > 1 and per > 1 and groups % per == 0 and (o // groups * per) % block == 0
+
+
+def densify(w: np.ndarray, groups: int, block: int) -> np.ndarray:
+    """The weights of `small_groups` as whole-block groups: [O, block, KH, KW], each output channel's
+    own input channels at their place in its block, zeros elsewhere."""
+    o, cg = w.shape[:2]
+    per, opg = block // cg, o // groups
+    out = np.zeros((o, block, *w.shape[2:]), w.dtype)
+    for g in range(groups):
+        at = (g % per) * cg
+        out[g * opg:(g + 1) * opg, at:at + cg] = w[g * opg:(g + 1) * opg]
+    return out
 
 
 def conv2d_nchwc(data: Tensor, weight: Tensor, bias: Tensor | None, attrs: Conv2dAttrs,
