@@ -19,7 +19,7 @@ import numpy as np
 
 from codegen.errors import CodegenError
 from taso_py.errors import InputError
-from taso_py.runtime import random_arrays
+from taso_py.runtime import Latency, random_arrays
 
 MANIFEST_VERSION = 1
 
@@ -196,3 +196,22 @@ class CompiledModel:
 def random_inputs(model: CompiledModel, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded inputs, the same values taso_py.runtime.random_feeds gives ONNX Runtime for the check."""
     return random_arrays([(s.name, s.shape, np.dtype(s.dtype)) for s in model.inputs], seed)
+
+
+def side_by_side(original: CompiledModel, optimized: CompiledModel, runs: int = 10,
+                 min_seconds: float = 1.0) -> Latency:
+    """Two compiled modules of one model timed in turn on the same inputs (three warm-up runs each,
+    then interleaved, medians of at least `runs` each and `min_seconds`)."""
+    feeds = random_inputs(original)
+    for model in (original, optimized):
+        for _ in range(3):
+            model.run(feeds)
+    samples: list[list[float]] = [[], []]
+    began = time.perf_counter()
+    while len(samples[0]) < runs or time.perf_counter() - began < min_seconds:
+        for model, out in zip((original, optimized), samples):
+            t = time.perf_counter()
+            model.run(feeds)
+            out.append((time.perf_counter() - t) * 1e3)
+    import os
+    return Latency(statistics.median(samples[0]), statistics.median(samples[1]), len(samples[0]), os.cpu_count() or 1)

@@ -137,13 +137,30 @@ def manifest_of(g: Graph, kernels: list[Kernel], buffers: dict[str, Buffer], are
     }
 
 
+def check_destination(out_dir: Path) -> None:
+    """A compile may only replace an empty directory or an earlier compiled model."""
+    if out_dir.exists() and (not out_dir.is_dir() or (any(out_dir.iterdir())
+                                                      and not (out_dir / "manifest.json").exists())):
+        raise CodegenError(f"{out_dir} exists and is not a taso-py compiled model; choose another -o")
+
+
+def publish(stage: Path, out_dir: Path) -> None:
+    """Swap the built directory `stage` (on the same file system) in as `out_dir`."""
+    check_destination(out_dir)
+    if out_dir.exists():
+        old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
+        os.replace(out_dir, old)
+        os.replace(stage, out_dir)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(stage, out_dir)
+
+
 def write_directory(out_dir: Path, texts: dict[str, str], weights: bytes, manifest: dict[str, Any],
              write_onnx: Callable[[Path], None] | None) -> None:
     """Build everything in a staging directory beside `out_dir`, then swap it in."""
     out_dir = Path(out_dir)
-    if out_dir.exists() and (not out_dir.is_dir() or (any(out_dir.iterdir())
-                                                      and not (out_dir / "manifest.json").exists())):
-        raise CodegenError(f"{out_dir} exists and is not a taso-py compiled model; choose another -o")
+    check_destination(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
@@ -157,13 +174,7 @@ def write_directory(out_dir: Path, texts: dict[str, str], weights: bytes, manife
         if write_onnx is not None:
             write_onnx(stage / "model.onnx")
         (stage / "manifest.json").write_text(json.dumps(manifest, indent=1))
-        if out_dir.exists():
-            old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
-            os.replace(out_dir, old)
-            os.replace(stage, out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(stage, out_dir)
+        publish(stage, out_dir)
     finally:
         if stage.exists():
             shutil.rmtree(stage, ignore_errors=True)

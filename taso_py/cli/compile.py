@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,8 +32,12 @@ from taso_py.search.backtracking import Settings
               help="Directory for the compiled model (replaced if it holds an earlier compile).")
 @click.option("--no-optimize", is_flag=True, help="Compile the graph as imported (skip the superoptimizer).")
 @library_option
-@click.option("--cost", type=click.Choice(["measured", "analytical"]), default="analytical", show_default=True,
-              help="The superoptimizer's cost model (see taso optimize).")
+@click.option("--cost", type=click.Choice(["kernels", "measured", "analytical"]), default="kernels",
+              show_default=True, help="The superoptimizer's cost model: taso-py's own kernels on this machine "
+              "(--target cpu; a roofline for the others), ONNX Runtime's timings, or a roofline.")
+@click.option("--speed-runs", type=click.IntRange(min=0), default=10, show_default=True,
+              help="Time the optimized module against the imported graph's (--target cpu, at least this many runs "
+              "each) and keep the faster; 0 keeps the optimized one untimed.")
 @click.option("--tune", "trials", type=click.IntRange(min=0), default=0, show_default=True,
               help="Measured schedule candidates per kernel (0: default schedules, or earlier tuning records).")
 @click.option("--records", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -39,45 +45,79 @@ from taso_py.search.backtracking import Settings
 @input_shape_option
 @json_option
 def compile_command(model: Path, target: str, out: Path, no_optimize: bool, library_path: Path | None, cost: str,
-                    trials: int, records: Path | None, input_shapes: tuple[str, ...], as_json: bool) -> None:
+                    speed_runs: int, trials: int, records: Path | None, input_shapes: tuple[str, ...],
+                    as_json: bool) -> None:
     """Compile MODEL into DIR: fused kernels in C, one shared library, a manifest and the weights.
 
     Example: taso compile model.onnx --target cpu -o model.cpu && taso run model.cpu --check
     """
     from codegen.graph import compile_graph
+    from codegen.graph.module import check_destination, publish
     from codegen.graph.tuning import config_source
 
     if Path(model).resolve() == Path(out).resolve():
         raise click.UsageError("the output directory cannot be the model file")
     if trials and target != "cpu":
         raise click.UsageError(f"--tune measures kernels on this CPU; it does not apply to --target {target}")
+    check_destination(Path(out))
     started = time.perf_counter()
     imported = load(model, input_shapes)
     console = Console(stderr=True)
     graph_model: OnnxModel = imported
-    rewrites = 0
+    rewrites, predicted = 0, 1.0
     if not no_optimize:
         library = load_library(library_path)
-        result = optimize(imported, library, cost_model(cost, 0, imported.opset), Settings(1.05, 1000, 30.0, 0))
+        if cost == "kernels" and target == "cpu":
+            from codegen.cost import KernelCost
+            model_cost = KernelCost()
+        else:
+            model_cost = cost_model("analytical" if cost == "kernels" else cost, 0, imported.opset)
+        result = optimize(imported, library, model_cost, Settings(1.05, 1000, 30.0, 0))
         graph_model, rewrites = result.model, len(result.outcome.applied)
+        predicted = result.outcome.original_cost / result.outcome.cost if result.outcome.cost else 1.0
     config_for = config_source(records, trials, progress=not as_json) if target == "cpu" else None
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True, disable=as_json) as bar:
-        task = bar.add_task("generating kernels", total=None)
-        report = compile_graph(graph_model.graph, out, target, config_for,
-                               write_onnx=lambda path: _save_checked(model, graph_model, path, not no_optimize),
-                               progress=lambda done, total: bar.update(task, completed=done, total=total))
+    race = rewrites > 0 and target == "cpu" and speed_runs > 0
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{Path(out).name}.", dir=Path(out).parent))
+    speed = None
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, transient=True, disable=as_json) as bar:
+            candidates = [("optimized", graph_model, rewrites > 0)] + ([("original", imported, False)] if race else [])
+            reports = {}
+            for label, candidate, checked in candidates:
+                task = bar.add_task(f"generating kernels ({label} graph)", total=None)
+                reports[label] = compile_graph(
+                    candidate.graph, stage / label, target, config_for,
+                    write_onnx=lambda path, c=candidate, k=checked: _save_checked(model, c, path, k),
+                    progress=lambda done, total, t=task: bar.update(t, completed=done, total=total))
+            kept = "optimized"
+            if race:
+                from codegen.runtime import CompiledModel, side_by_side
+                bar.add_task("timing the optimized module against the original's", total=None)
+                t = side_by_side(CompiledModel(stage / "original"), CompiledModel(stage / "optimized"), speed_runs)
+                kept = "optimized" if t.speedup >= 1.0 else "original"
+                speed = {**t.to_json(), "predicted_speedup": round(predicted, 4), "kept": kept}
+        publish(stage / kept, Path(out))
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    report = reports[kept]
+    if kept == "original":
+        rewrites = 0
     seconds = time.perf_counter() - started
     doc = {"model": str(model), "output": str(out), "target": target, "optimized": not no_optimize,
            "rewrites": rewrites, "groups": report.groups, "kernels": report.kernels,
            "unique_kernels": report.unique_kernels, "arena_bytes": report.arena_bytes,
            "intermediate_bytes_unshared": report.unshared_bytes, "weight_bytes": report.weight_bytes,
-           "accel_layers": report.accel_layers, "tuning_trials": trials, "seconds": round(seconds, 2),
+           "accel_layers": report.accel_layers, "tuning_trials": trials, "speed": speed, "seconds": round(seconds, 2),
            "stage_seconds": {k: round(v, 3) for k, v in report.seconds.items()}}
     if as_json:
         emit_json(doc)
         return
     opt = f"{rewrites} rewrites by the superoptimizer, " if not no_optimize else ""
+    if speed is not None:
+        opt = (f"the superoptimized graph runs {speed['speedup']:.3f}x the imported one's speed here (predicted "
+               f"{predicted:.3f}x), so the {kept} graph is compiled: {rewrites} rewrites, ")
     if target == "accel":
         opt += f"{report.accel_layers} layers on the accelerator (int8), "
     console.print(f"{opt}{report.groups} fused groups → {report.kernels} kernels ({report.unique_kernels} distinct); "

@@ -65,5 +65,5 @@ def schedule_stages(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
             bind_elements(st, threads)
 
 
-register_schedule("injective", "reduction", "pool", "layernorm", "conv2d_nchwc",
+register_schedule("injective", "reduction", "pool", "layernorm", "conv2d_nchwc", "conv2d_winograd",
                   target="cuda")(schedule_stages)
