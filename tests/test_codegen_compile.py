@@ -146,6 +146,36 @@ def test_compile_then_run_check(tmp_path: Path, optimize: bool) -> None:
     assert result["latency_ms"] > 0
 
 
+def _onnx_merge(path: Path) -> Path:
+    """Eight matmuls of one input (NasRNN's gates): merges the library has and the kernels gain from."""
+    ws = [numpy_helper.from_array(_w(64, 64), f"w{k}") for k in range(8)]
+    nodes = [helper.make_node("MatMul", ["x", f"w{k}"], [f"m{k}"]) for k in range(8)]
+    nodes += [helper.make_node("Sum", [f"m{k}" for k in range(8)], ["y"])]
+    graph = helper.make_graph(nodes, "gates", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])], ws)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+@pytest.mark.parametrize("speed_runs", [0, 5])
+def test_compile_times_the_rewrite_and_keeps_the_faster(tmp_path: Path, speed_runs: int) -> None:
+    model = _onnx_merge(tmp_path / "gates.onnx")
+    out = tmp_path / "gates.cpu"
+    done = CliRunner().invoke(main, ["compile", str(model), "-o", str(out), "--json", "--speed-runs", str(speed_runs)])
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.output)
+    if speed_runs == 0:
+        assert report["speed"] is None and report["rewrites"] > 0
+    else:
+        speed = report["speed"]
+        assert speed["kept"] == ("optimized" if speed["speedup"] >= 1.0 else "original")
+        assert speed["runs"] >= speed_runs and speed["predicted_speedup"] > 1.0
+        assert (report["rewrites"] > 0) == (speed["kept"] == "optimized")
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging left behind
+    done = CliRunner().invoke(main, ["run", str(out), "--check", "--json"])
+    assert done.exit_code == 0 and json.loads(done.output)["check"]["ok"], done.output
+
+
 def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     done = CliRunner().invoke(main, ["compile", str(tmp_path / "missing.onnx"), "-o", str(tmp_path / "o")])
     assert done.exit_code == 2

@@ -1,0 +1,157 @@
+"""What compiled modules run on: the thread pool (many small jobs, concurrent callers, one thread,
+fork), the emitter's guarded vector loops and fused index arithmetic, the machine's measured
+limits and the compiler's cost model built on them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codegen import machine, te
+from codegen.backends.c import build
+from codegen.cost import KernelCost
+from codegen.lower import lower
+from codegen.lower.simplify import simplify
+from codegen.schedule import create_schedule
+from codegen.te.expr import Var
+from codegen.topi import registry
+from codegen.tune.space import Config
+from taso_py.cost.model import OpCall
+from taso_py.ops import OPS
+from taso_py.ops.conv import Conv2dAttrs
+from taso_py.types import TensorType
+
+
+def _scale_kernel(n: int) -> object:
+    """out[i, j] = 2 * x[i, j] + 1 over n rows in parallel."""
+    x = te.placeholder((n, 24), name="x")
+    y = te.compute((n, 24), lambda i, j: x[i, j] * 2.0 + 1.0, name="y")
+    s = create_schedule([y])
+    s[y].parallel(s[y].leaf[0])
+    return build(lower(s, [x, y], "scale"))
+
+
+def test_many_small_parallel_jobs_are_each_complete() -> None:
+    mod = _scale_kernel(37)
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        x = rng.standard_normal((37, 24)).astype(np.float32)
+        out = np.zeros_like(x)
+        mod["scale"](x, out)
+        np.testing.assert_array_equal(out, x * 2 + 1)
+
+
+def test_concurrent_callers_each_get_their_result() -> None:
+    """A second caller while the pool is busy runs its loop itself."""
+    mod = _scale_kernel(301)
+    errors: list[str] = []
+
+    def work(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        for _ in range(200):
+            x = rng.standard_normal((301, 24)).astype(np.float32)
+            out = np.zeros_like(x)
+            mod["scale"](x, out)
+            if not np.array_equal(out, x * 2 + 1):
+                errors.append(f"thread {seed}")
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+SCRIPT = """
+import os, sys, numpy as np
+sys.path.insert(0, {root!r})
+from tests.test_codegen_pool import _scale_kernel
+mod = _scale_kernel(64)
+x = np.arange(64 * 24, dtype=np.float32).reshape(64, 24)
+out = np.zeros_like(x)
+mod["scale"](x, out)
+assert np.array_equal(out, x * 2 + 1)
+pid = os.fork()
+if pid == 0:  # the child's pool has no workers until it makes its own
+    out[:] = 0
+    mod["scale"](x, out)
+    os._exit(0 if np.array_equal(out, x * 2 + 1) else 3)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.parametrize("threads", ["1", "2", "3"])
+def test_a_forked_child_and_any_thread_count_run_the_pool(threads: str, tmp_path: Path) -> None:
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "TASO_NUM_THREADS": threads}
+    done = subprocess.run([sys.executable, "-c", SCRIPT.format(root=root)], env=env, timeout=120,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_split_tail_is_vector_code_with_a_guarded_fallback() -> None:
+    x = te.placeholder((5, 40), name="x")
+    y = te.compute((5, 40), lambda i, j: te.max_(x[i, j], te.const(0.0)), name="y")
+    s = create_schedule([y])
+    i, j = s[y].leaf
+    jo, ji = s[y].split(j, 16)  # 40 = 2 x 16 + 8: the last chunk is guarded
+    s[y].vectorize(ji)
+    mod = build(lower(s, [x, y], "relu_tail"))
+    assert "v16_float32" in mod.source and "#pragma omp simd" in mod.source
+    a = np.random.default_rng(1).standard_normal((5, 40)).astype(np.float32)
+    out = np.full_like(a, np.nan)
+    mod["relu_tail"](a, out)
+    np.testing.assert_array_equal(out, np.maximum(a, 0))
+
+
+def test_a_fused_index_rebuilt_from_its_parts_is_linear_again() -> None:
+    f = Var("f")
+    rebuilt = ((f // 7) // 5) * 35 + ((f // 7) % 5) * 7 + f % 7
+    assert str(simplify(rebuilt * 3 + 2, {f: (0, 139)})) == "f * 3 + 2"
+
+
+def test_element_wise_planes_fuse_into_whole_vectors() -> None:
+    """relu on 1 x 8 x 7 x 7: 392 floats, 24 whole vectors once the planes are fused."""
+    x = te.placeholder((1, 8, 7, 7), name="x")
+    (y,) = registry.compute("relu", [x], None, [TensorType((1, 8, 7, 7))])
+    f = lower(registry.schedule_group([y], Config()), [x, y], "relu_planes")
+    src = build(f).source
+    assert "v16_float32" in src
+
+
+def test_machine_limits_are_measured_once_per_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TASO_CACHE", str(tmp_path))
+    found = machine.limits()
+    assert found.peak() > 1.0 and found.bandwidth() > 0.5
+    assert found.peak(1) <= found.peak() * 1.05  # more threads, no less
+    cached = json.loads((tmp_path / "machine.json").read_text())
+    assert len(cached) == 1
+    monkeypatch.setattr(machine, "measure", lambda *_: pytest.fail("measured twice"))
+    assert machine.limits() == found
+
+
+def _call(op: str, shapes: list[tuple[int, ...]], attrs: object, constant: tuple[bool, ...]) -> OpCall:
+    ins = tuple(TensorType(s) for s in shapes)
+    a = OPS[op].normalize(attrs, list(ins)) if OPS[op].normalize else attrs
+    return OpCall(OPS[op], a, ins, tuple(OPS[op].shape(list(ins), a)), constant)
+
+
+def test_the_kernel_cost_model_knows_winograd_memory_bound_layers_and_dispatches() -> None:
+    model = KernelCost(machine.Limits("test", {"2": 200.0}, {"2": 20.0}), threads=2)
+    three = _call("conv2d", [(1, 64, 56, 56), (64, 64, 3, 3)], Conv2dAttrs(pad=(1, 1, 1, 1)), (False, True))
+    strided = _call("conv2d", [(1, 64, 112, 112), (64, 64, 3, 3)], Conv2dAttrs(pad=(1, 1, 1, 1), stride=(2, 2)),
+                    (False, True))
+    assert model.cost(three) < 0.6 * model.cost(strided)  # same FLOPs; Winograd takes the stride-1 one
+    fc = _call("matmul", [(1, 4096), (4096, 4096)], None, (False, True))
+    assert model.cost(fc) == pytest.approx(4 * (4096 * 4096 + 8192) / 20e6 + 0.003, rel=1e-3)  # bandwidth
+    relu = _call("relu", [(1, 64, 56, 56)], None, (False,))
+    assert model.cost(relu) < 0.05  # fuses into the kernel before it
