@@ -102,8 +102,8 @@ def test_a_split_tail_is_vector_code_with_a_guarded_fallback() -> None:
     x = te.placeholder((5, 40), name="x")
     y = te.compute((5, 40), lambda i, j: te.max_(x[i, j], te.const(0.0)), name="y")
     s = create_schedule([y])
-    i, j = s[y].leaf
-    jo, ji = s[y].split(j, 16)  # 40 = 2 x 16 + 8: the last chunk is guarded
+    _, j = s[y].leaf
+    _, ji = s[y].split(j, 16)  # 40 = 2 x 16 + 8: the last chunk is guarded
     s[y].vectorize(ji)
     mod = build(lower(s, [x, y], "relu_tail"))
     assert "v16_float32" in mod.source and "#pragma omp simd" in mod.source

@@ -133,7 +133,8 @@ def test_the_micro_kernel_keeps_its_tile_in_named_vector_registers() -> None:
     f = lower(registry.schedule_group([y], Config({"tile_m": 4, "tile_n": 32})), [a, b, y], "mm")
     src = build(f).source
     (call,) = [s for s in walk_stmts(f.body) if isinstance(s, Intrinsic)]
-    name = next(line.split("(")[0].split()[-1] for line in src.splitlines() if line.startswith("static inline void tile_"))
+    name = next(line.split("(")[0].split()[-1] for line in src.splitlines()
+                if line.startswith("static inline void tile_"))
     body = intrinsic_source(name)
     lanes = isa.host().lanes
     vectors_per_row = 32 // min(lanes, 16)
