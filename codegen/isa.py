@@ -50,6 +50,12 @@ class Isa:
         return self.level in ("avx2", "avx512")
 
     @property
+    def fma_units(self) -> int:
+        """Full-width FMAs issued per cycle: Intel's AVX-512 cores have two 512-bit units, AMD's Zen 4
+        splits a 512-bit FMA over its two 256-bit units (one a cycle); AVX2 cores have two."""
+        return 1 if self.level == "avx512" and "AMD" in self.model.upper() else 2
+
+    @property
     def cflags(self) -> tuple[str, ...]:
         """gcc flags for this ISA: the host's full instruction set, or a narrower one when TASO_ISA asks.
         GCC's tuning for Intel AVX-512 cores prefers 256-bit vectors, which halves their FMA peak, so

@@ -68,13 +68,13 @@ def test_tile_shapes_fit_the_registers(level_name: str, monkeypatch: pytest.Monk
         for blocks in (1, 2, 4, 8, 32):
             rows, groups = tiling.tile_shape(extent, blocks, 16, lambda r, g: 64)
             vecs = groups * max(1, 16 // cpu.lanes)
-            assert rows * vecs + vecs + 1 <= cpu.registers and blocks % groups == 0 and 1 <= rows <= extent
+            assert rows * vecs <= cpu.registers * 3 // 4 and blocks % groups == 0 and 1 <= rows <= extent
 
 
 def test_tile_shapes_hide_the_fma_latency() -> None:
     """Enough independent accumulators for two FMA units of latency 4 wherever the sizes allow."""
     rows, groups = tiling.tile_shape(56, 4, 16, lambda r, g: 56 * 4 // g)
-    assert rows * groups * max(1, 16 // isa.host().lanes) >= tiling.FMA_PORTS * tiling.FMA_LATENCY
+    assert rows * groups * max(1, 16 // isa.host().lanes) >= isa.host().fma_units * tiling.FMA_LATENCY
 
 
 @pytest.mark.parametrize(("a_shape", "b_shape", "knobs"), [

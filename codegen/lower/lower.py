@@ -398,6 +398,9 @@ def _tensorize(low: _Lowering, st: Stage, k: int, ext: dict[IterVar, int], first
     intrin.check(st, low.bodies[st])
     free = {iv.var: (0, ext[iv] - 1) for iv in inner}
     values = low.values[st]
+    if not _linear_in(low, st, values, [iv.var for iv in inner]):  # a one-trip loop moves nothing: drop it
+        one_trip = {iv.var: const(0) for iv in inner if ext[iv] == 1}
+        values = {k: substitute(v, one_trip) for k, v in values.items()}
     place = low.places[st.op]
     out_idx = [simplify(substitute(iv.var, values), low.ranges) - o for iv, o in zip(st.axes, place.origin)]
     loops = [iv.var for iv in inner]
@@ -409,6 +412,17 @@ def _tensorize(low: _Lowering, st: Stage, k: int, ext: dict[IterVar, int], first
         factors.append(Region(p.buffer, _origin(low, p.buffer, idx, free), _steps(p.buffer, idx, loops)))
     regions += intrin.arrange(*factors)
     return Intrinsic(intrin.name, tuple(regions), {"reset": first, **intrin.params})
+
+
+def _linear_in(low: _Lowering, st: Stage, values: dict[Var, Expr], loops: Sequence[Var]) -> bool:
+    """Whether every read of the stage's body indexes linearly in `loops` (what `_steps` needs)."""
+    from codegen.te.expr import walk
+    for read in (e for e in walk(low.bodies[st]) if isinstance(e, TensorRead)):
+        for i in read.indices:
+            lin = linear(simplify(substitute(i, values), low.ranges))
+            if any(not isinstance(a, Var) and _mentions(a, dict.fromkeys(loops, (0, 0))) for a in lin.terms):
+                return False
+    return True
 
 
 def _origin(low: _Lowering, buf: Buffer, idx: Sequence[Expr], free: dict[Var, tuple[int, int]]) -> Expr:

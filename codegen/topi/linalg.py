@@ -161,15 +161,19 @@ def vectorize(st: Stage, axis: object, extent: int | None = None) -> None:
 
 
 def schedule_flat(s: Schedule, st: Stage, lanes: int = 16) -> None:
-    """An element-wise stage: outer loops fused and parallel, the last one vectorized when it divides."""
+    """An element-wise stage: outer loops fused and parallel, the last one vectorized (split by
+    `lanes` when longer, a guarded tail when they do not divide it); trailing one-trip axes (a
+    block of one channel) are left out of that choice."""
     axes = list(st.leaf)
+    while len(axes) > 1 and axes[-1].extent == 1:
+        axes[-2:] = [st.fuse(axes[-2], axes[-1])]
     inner = axes[-1]
     if len(axes) > 1:
         outer = axes[0]
         for ax in axes[1:-1]:
             outer = st.fuse(outer, ax)
         st.parallel(outer)
-    if inner.extent % lanes == 0 and inner.extent > lanes:
+    if inner.extent > lanes:
         _, vi = st.split(inner, lanes)
         st.vectorize(vi)
     else:

@@ -1,11 +1,12 @@
 """Register tiles for the `TileIntrin` micro-kernel, chosen from the host's ISA.
 
-A tile is `rows` x (`groups` x a block of lanes) accumulators. The accumulators and one row of
-B's vectors must fit the vector registers (32 with AVX-512, 16 with AVX2). One step of the
-reduction (a broadcast of A per row, a vector of B per column) is priced against two FMA
-units, two load ports and the FMA latency, which needs enough independent accumulators to
-hide: an AVX-512 Intel core runs two 512-bit FMAs a cycle, an AMD Zen 4 core one, so the
-model takes the more demanding one and the tile suits both. Rows that do not divide the
+A tile is `rows` x (`groups` x a block of lanes) accumulators. They may fill three quarters
+of the vector registers (24 of AVX-512's 32, 12 of AVX2's 16): the rest hold a row of B's
+vectors and the broadcasts, and fuller tiles spilled in gcc's code. One step of the
+reduction (a broadcast of A per row, a vector of B per column) is priced against the FMA
+units (two on Intel's AVX-512 and on AVX2 cores, one 512-bit FMA a cycle on AMD's Zen 4), two
+load ports, and the FMA latency, which needs enough independent accumulators to hide. Ties go
+to fewer B vectors (fewer weight streams), then more rows. Rows that do not divide the
 extent are padded (wasted work), and the tiles should spread evenly over the cores.
 """
 
@@ -16,7 +17,7 @@ from collections.abc import Callable
 
 from codegen import isa
 
-FMA_PORTS, LOAD_PORTS, FMA_LATENCY = 2, 2, 4
+LOAD_PORTS, FMA_LATENCY = 2, 4
 
 
 def tile_shape(extent: int, blocks: int, block: int, items: Callable[[int, int], int],
@@ -31,16 +32,17 @@ def tile_shape(extent: int, blocks: int, block: int, items: Callable[[int, int],
     for groups in (d for d in range(1, min(blocks, 8) + 1) if blocks % d == 0):
         vecs = groups * per_block
         for rows in range(1, min(extent, 32) + 1):
-            if rows * vecs + vecs + 1 > cpu.registers:
+            if rows * vecs > cpu.registers * 3 // 4:  # accumulators; the rest: a row of B, broadcasts, spares
                 break
             if not pad and extent % rows:
                 continue
             fma = rows * vecs
-            efficiency = (fma / FMA_PORTS) / max(fma / FMA_PORTS, (rows + vecs) / LOAD_PORTS, FMA_LATENCY)
+            ports = cpu.fma_units
+            efficiency = (fma / ports) / max(fma / ports, (rows + vecs) / LOAD_PORTS, FMA_LATENCY)
             waste = -(-extent // rows) * rows / extent
             n = max(1, items(rows, groups))
             balance = n / (-(-n // cores) * cores)
-            score = (round(efficiency * balance / waste, 3), -(rows + vecs) / fma)
+            score = (round(efficiency * balance / waste, 3), -vecs, rows)  # then fewer weight streams, more rows
             if best is None or score > best[0]:
                 best = (score, (rows, groups))
     return best[1] if best else (1, 1)

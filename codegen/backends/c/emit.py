@@ -29,12 +29,13 @@ from codegen.lower.ir import (
     Seq,
     Stmt,
     Store,
+    seq,
     walk_stmts,
 )
 from codegen.lower.printer import Names
 from codegen.lower.simplify import Ranges, bounds, linear, simplify
 from codegen.schedule.schedule import LoopKind
-from codegen.te.expr import Binary, Call, Cast, Const, Expr, Load, Not, Select, Var, substitute, walk
+from codegen.te.expr import Binary, Call, Cast, Const, Expr, Load, Not, Select, Var, all_of, rebuild, substitute, walk
 
 C_TYPES = {"float32": "float", "float64": "double", "int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t",
            "int32": "int32_t", "int64": "int64_t", "bool": "bool"}
@@ -268,22 +269,36 @@ class CEmitter:
         return out
 
     def guarded_vector_loop(self, s: For, depth: int) -> list[str] | None:
-        """A vector loop under a guard linear in its variable (a split's tail, a window's edge): the
-        guard holds for every lane when it holds for the first and the last, so that case runs as
-        vector code and only the other falls back to a guarded `omp simd` loop."""
-        body = s.body
-        if not (isinstance(body, IfThenElse) and body.otherwise is None):
+        """A vector loop under conditions linear in its variable (a split's tail guard, a padding's
+        select): each holds for every lane when it holds for the first and the last, so that case
+        runs as vector code (selects taking their first branch) and only the other falls back to
+        a guarded `omp simd` loop."""
+        body, guard = s.body, None
+        if isinstance(body, IfThenElse) and body.otherwise is None:
+            guard, body = body.cond, body.then
+        stores = list(body.stmts) if isinstance(body, Seq) else [body]
+        if not all(isinstance(x, Store) for x in stores):
             return None
-        conds = _conjuncts(body.cond)
-        if not all(isinstance(c, Binary) and c.op in ("<", "<=") and _stride(c.a - c.b, s.var) is not None
-                   for c in conds):
+        conds = [] if guard is None else [guard]
+        for st in stores:
+            conds += [x.cond for x in walk(st.value) if isinstance(x, Select)  # type: ignore[union-attr]
+                      and s.var in {v for v in walk(x.cond) if isinstance(v, Var)}]
+        if not conds or not all(isinstance(c, Binary) and c.op in ("<", "<=") and _stride(c.a - c.b, s.var) is not None
+                                for cond in conds for c in _conjuncts(cond)):
             return None
-        vec = self.vector_loop(For(s.var, s.extent, s.kind, body.then), depth + 1)
+
+        def taken(e: Expr) -> Expr:
+            if isinstance(e, Select) and s.var in {v for v in walk(e.cond) if isinstance(v, Var)}:
+                return taken(e.t)
+            return rebuild(e, taken)
+
+        inside = [Store(st.buffer, st.index, taken(st.value)) for st in stores]  # type: ignore[union-attr]
+        vec = self.vector_loop(For(s.var, s.extent, s.kind, seq(inside)), depth + 1)
         if vec is None:
             return None
-        ends = [simplify(substitute(body.cond, {s.var: Const(v)}), self.ranges) for v in (0, s.extent - 1)]
+        ends = [simplify(substitute(all_of(*conds), {s.var: Const(v)}), self.ranges) for v in (0, s.extent - 1)]
         pad = "  " * depth
-        fallback = list(self.loop(For(s.var, s.extent, LoopKind.SERIAL, body), depth + 1, True))
+        fallback = list(self.loop(For(s.var, s.extent, LoopKind.SERIAL, s.body), depth + 1, True))
         return [f"{pad}if ({self.expr(ends[0])} && {self.expr(ends[1])}) {{", *vec, f"{pad}}} else {{",
                 f"{pad}  #pragma omp simd", *fallback, f"{pad}}}"]
 

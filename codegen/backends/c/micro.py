@@ -57,16 +57,17 @@ def _tile_source(fname: str, rows: int, groups: int, lanes: int, reduce: tuple[i
     for i in range(rows):
         for j, (co, _) in enumerate(vecs):
             lines.append(f"  {vt} {acc[i][j]} = reset ? ({vt}){{}} : *(const {vt}_u*)(C + {i * c[0] + co});")
-    depth = len(reduce)
+    loops = [(ext, a[3 + d], b[3 + d]) for d, ext in enumerate(reduce) if ext > 1] or [(1, 0, 0)]
+    depth = len(loops)  # one-trip loops dropped, so the innermost real one is unrolled
     a_ptr, b_ptr = "A", "B"
-    for d, ext in enumerate(reduce):
+    for d, (ext, sa, sb) in enumerate(loops):
         pad = "  " * (d + 1)
         if d == depth - 1:
             unroll = max(1, min(ext, 64 // max(1, rows * len(vecs))))
             lines.append(f"{pad}#pragma GCC unroll {unroll}")
         lines.append(f"{pad}for (int r{d} = 0; r{d} < {ext}; ++r{d}) {{")
-        lines.append(f"{pad}  const float* restrict a{d} = {a_ptr} + r{d} * {a[3 + d]};")
-        lines.append(f"{pad}  const float* restrict b{d} = {b_ptr} + r{d} * {b[3 + d]};")
+        lines.append(f"{pad}  const float* restrict a{d} = {a_ptr} + r{d} * {sa};")
+        lines.append(f"{pad}  const float* restrict b{d} = {b_ptr} + r{d} * {sb};")
         a_ptr, b_ptr = f"a{d}", f"b{d}"
     pad = "  " * (depth + 1)
     for j, (_, bo) in enumerate(vecs):
