@@ -1,23 +1,27 @@
-"""Whole models through taso-py's compiler: `taso compile` each suite model for the CPU, check it
-against ONNX Runtime, and time both side by side.
+"""Whole models through taso-py's compiler against ONNX Runtime, as a user runs both.
 
-Usage: ``python -m benchmarks.compile_suite [--size full|small] [--models a,b] [--runs 20] [--tune N] [--out DIR]``
+Usage: ``python -m benchmarks.compile_suite [--size full|small] [--models a,b] [--runs 10] [--threads T]
+[--tune N] [--out DIR]``
 
-For each model, two compiles as a user runs them: the graph as imported (`--no-optimize`) and the
-superoptimized one (`taso compile` runs the search first). Each compiled model runs on seeded
-random inputs; its outputs are compared with ONNX Runtime's on the compiled graph (the max
-relative error is max|a - b| / max|a|). Then our module and an ORT session (all graph
-optimizations, thread spinning off, the same thread count as OpenMP) are timed in turn, runs
-interleaved, medians quoted. Writes DIR/compile_suite.json, .md and .png (default DIR:
-benchmarks/results).
+For each suite model: `taso compile` as a user runs it (the superoptimizer for this target, then
+the faster of the optimized and the imported graph, see taso_py.cli.compile) and `taso compile
+--no-optimize`. Every module is checked against ONNX Runtime on the original model (max|a-b| /
+max|a| per output, seeded random inputs). Then, in one process, runs interleaved, each at least
+`--runs` times and a second: our default module, our module of the imported graph, ORT on the
+original model (what users run today) and ORT on the graph we compiled (the compilers compared
+on one graph). ORT: all graph optimizations, `--threads` intra-op threads, spinning off; ours:
+the same thread count (TASO_NUM_THREADS). The headline ratio is ORT on the original model over
+our default module. Each model's FLOPs over the machine's measured FMA peak is its roofline
+bound; the table gives ours and ORT's fraction of it. Writes DIR/compile_suite.json, .md, .png
+(default DIR: benchmarks/results).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -26,101 +30,124 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 
+from benchmarks.machine_info import describe, header
 from benchmarks.models import MODELS, build
-from codegen.runtime import CompiledModel, random_inputs
 from taso_py.atomic import write_json, write_text
-from taso_py.runtime import compare_outputs, session
-from taso_py.runtime import run as ort_run
 
 
 def _compile(model: Path, out: Path, optimize: bool, tune: int) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "taso_py", "compile", str(model), "--target", "cpu", "-o", str(out), "--json"]
     cmd += [] if optimize else ["--no-optimize"]
     cmd += ["--tune", str(tune)] if tune else []
+    started = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
-    return json.loads(done.stdout)
+        lines = done.stderr.strip().splitlines()
+        return {"error": lines[-1] if lines else f"exit {done.returncode}"}
+    return {**json.loads(done.stdout), "wall_seconds": round(time.perf_counter() - started, 1)}
 
 
-def _time_side_by_side(compiled: CompiledModel, onnx_path: Path, feeds: dict, runs: int, threads: int,
-                       min_seconds: float = 1.0) -> tuple[float, float, int]:
-    sess = session(onnx_path, threads)
-    for _ in range(3):
-        compiled.run(feeds)
-        sess.run(None, feeds)
-    ours: list[float] = []
-    ort: list[float] = []
+def _rel_error(want: dict[str, np.ndarray], got: dict[str, np.ndarray]) -> float:
+    return max(float(np.max(np.abs(got[k] - w)) / max(float(np.max(np.abs(w))), 1e-30)) for k, w in want.items())
+
+
+def _time(contenders: dict[str, Any], runs: int, min_seconds: float = 1.0) -> dict[str, float]:
+    """Median ms of each callable, called in turn (three warm-up calls each)."""
+    for fn in contenders.values():
+        for _ in range(3):
+            fn()
+    samples: dict[str, list[float]] = {k: [] for k in contenders}
     began = time.perf_counter()
-    while len(ours) < runs or time.perf_counter() - began < min_seconds:
-        t = time.perf_counter()
-        compiled.run(feeds)
-        ours.append((time.perf_counter() - t) * 1e3)
-        t = time.perf_counter()
-        sess.run(None, feeds)
-        ort.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(ours), statistics.median(ort), len(ours)
+    while min(len(v) for v in samples.values()) < runs or time.perf_counter() - began < min_seconds:
+        for name, fn in contenders.items():
+            t = time.perf_counter()
+            fn()
+            samples[name].append((time.perf_counter() - t) * 1e3)
+    return {k: statistics.median(v) for k, v in samples.items()}
 
 
-def run_model(name: str, size: str, runs: int, tune: int, work: Path) -> list[dict[str, Any]]:
+def run_model(name: str, size: str, runs: int, tune: int, threads: int, peak: float, work: Path) -> dict[str, Any]:
+    from codegen.runtime import CompiledModel, random_inputs
+    from taso_py.runtime import session
     source = work / f"{name}.onnx"
     onnx.save(build(name, size), source)
-    rows = []
-    for variant, optimize in (("original", False), ("optimized", True)):
-        out = work / f"{name}.{variant}.cpu"
-        started = time.perf_counter()
-        report = _compile(source, out, optimize, tune)
-        row: dict[str, Any] = {"model": name, "variant": variant, "compile_seconds": round(time.perf_counter()
-                                                                                            - started, 1)}
-        if "error" in report:
-            row["error"] = report["error"]
-            rows.append(row)
-            print(f"{name:13s} {variant:9s} compile failed: {row['error']}", flush=True)
-            continue
-        compiled = CompiledModel(out)
-        feeds = random_inputs(compiled)
-        check = compare_outputs(ort_run(out / "model.onnx", feeds), compiled.run(feeds))
-        ours, ort, n = _time_side_by_side(compiled, out / "model.onnx", feeds, runs, os.cpu_count() or 1)
-        row.update({"kernels": report["kernels"], "unique_kernels": report["unique_kernels"],
-                    "rewrites": report["rewrites"], "arena_mb": round(report["arena_bytes"] / 2**20, 1),
-                    "unshared_mb": round(report["intermediate_bytes_unshared"] / 2**20, 1),
-                    "max_rel_error": check.max_rel, "check_ok": check.ok, "ours_ms": round(ours, 3),
-                    "ort_ms": round(ort, 3), "ort_over_ours": round(ort / ours, 3), "runs": n})
-        print(f"{name:13s} {variant:9s} {row['kernels']:4d} kernels  rel err {check.max_rel:.1e}  "
-              f"ours {ours:9.3f} ms  ORT {ort:9.3f} ms  ({ort / ours:.2f}x of ORT's speed)", flush=True)
-        rows.append(row)
-    return rows
+    row: dict[str, Any] = {"model": name}
+    default = _compile(source, work / f"{name}.cpu", True, tune)
+    plain = _compile(source, work / f"{name}.plain.cpu", False, tune)
+    for label, rep in (("default", default), ("imported", plain)):
+        if "error" in rep:
+            row["error"] = f"{label} compile: {rep['error']}"
+            return row
+    ours = CompiledModel(work / f"{name}.cpu")
+    ours_plain = CompiledModel(work / f"{name}.plain.cpu")
+    feeds = random_inputs(ours)
+    ort = session(source, threads)
+    ort_opt = session(work / f"{name}.cpu" / "model.onnx", threads)
+    want = dict(zip([o.name for o in ort.get_outputs()], ort.run(None, feeds)))
+    row["max_rel_error"] = max(_rel_error(want, ours.run(feeds)), _rel_error(want, ours_plain.run(feeds)))
+    ms = _time({"ours": lambda: ours.run(feeds), "ours_imported": lambda: ours_plain.run(feeds),
+                "ort": lambda: ort.run(None, feeds), "ort_same_graph": lambda: ort_opt.run(None, feeds)}, runs)
+    flops = sum(k["flops"] for k in ours_plain.manifest["kernels"])
+    bound_ms = flops / (peak * 1e6)
+    speed = default.get("speed") or {}
+    row.update({
+        "rewrites": default["rewrites"], "kernels": default["kernels"], "gflop": round(flops / 1e9, 3),
+        "compile_seconds": default["wall_seconds"], "ms": {k: round(v, 3) for k, v in ms.items()},
+        "speedup": round(ms["ort"] / ms["ours"], 3),  # over ORT on the model users have
+        "speedup_same_graph": round(ms["ort_same_graph"] / ms["ours"], 3),
+        "superoptimizer": {"predicted": speed.get("predicted_speedup"), "measured": speed.get("speedup"),
+                           "kept": speed.get("kept", "optimized" if default["rewrites"] else "no rewrite")},
+        "peak_fraction": {"ours": round(bound_ms / ms["ours"], 3), "ort": round(bound_ms / ms["ort"], 3)},
+        "check_ok": row["max_rel_error"] <= 1e-4})
+    print(f"{name:13s} {row['rewrites']:4d} rewrites  ours {ms['ours']:9.3f} ms ({ms['ours_imported']:.3f} imported)  "
+          f"ORT {ms['ort']:9.3f} ms  {row['speedup']:.2f}x  (same graph {row['speedup_same_graph']:.2f}x)  "
+          f"peak {row['peak_fraction']['ours']:.0%} vs ORT {row['peak_fraction']['ort']:.0%}  "
+          f"rel err {row['max_rel_error']:.1e}", flush=True)
+    return row
 
 
-def _markdown(rows: list[dict[str, Any]]) -> str:
-    lines = ["| model | graph | kernels | max rel error vs ORT | ours (ms) | ORT (ms) | ORT time / ours |",
-             "|---|---|---|---|---|---|---|"]
-    for r in rows:
+def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
+    ok = [r for r in rows if "error" not in r]
+    ratios = [r["speedup"] for r in ok]
+    return {"geomean_speedup": round(math.exp(sum(map(math.log, ratios)) / len(ratios)), 3) if ratios else 0.0,
+            "min_speedup": min(ratios, default=0.0), "models": len(rows), "failed": len(rows) - len(ok)}
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    lines = [header(doc["machine"]), "",
+             "| model | rewrites kept | kernels | ours (ms) | ours, imported graph (ms) | ORT (ms) | ORT / ours | "
+             "ORT on our graph / ours | ours / ORT % of FMA peak | max rel error |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in doc["rows"]:
         if "error" in r:
-            lines.append(f"| {r['model']} | {r['variant']} | compile failed: {r['error']} | | | | |")
-        else:
-            lines.append(f"| {r['model']} | {r['variant']} | {r['kernels']} | {r['max_rel_error']:.1e} | "
-                         f"{r['ours_ms']:.2f} | {r['ort_ms']:.2f} | {r['ort_over_ours']:.2f}x |")
+            lines.append(f"| {r['model']} | failed: {r['error']} | | | | | | | | |")
+            continue
+        m, p = r["ms"], r["peak_fraction"]
+        lines.append(f"| {r['model']} | {r['rewrites']} | {r['kernels']} | {m['ours']:.2f} | {m['ours_imported']:.2f} "
+                     f"| {m['ort']:.2f} | **{r['speedup']:.2f}x** | {r['speedup_same_graph']:.2f}x | "
+                     f"{p['ours']:.0%} / {p['ort']:.0%} | {r['max_rel_error']:.1e} |")
+    s = doc["summary"]
+    lines.append(f"\nGeometric mean of ORT time / ours: **{s['geomean_speedup']:.2f}x**; lowest {s['min_speedup']:.2f}x.")
     return "\n".join(lines) + "\n"
 
 
-def _plot(rows: list[dict[str, Any]], path: Path) -> None:
+def plot(doc: dict[str, Any], path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    ok = [r for r in rows if "error" not in r]
-    labels = [f"{r['model']}\n{r['variant']}" for r in ok]
-    fig, ax = plt.subplots(figsize=(max(6, len(ok) * 0.9), 4))
-    xs = range(len(ok))
-    ax.bar([x - 0.2 for x in xs], [r["ours_ms"] for r in ok], 0.4, label="taso-py compiled")
-    ax.bar([x + 0.2 for x in xs], [r["ort_ms"] for r in ok], 0.4, label="ONNX Runtime")
-    ax.set_yscale("log")
-    ax.set_ylabel("latency (ms, log scale)")
-    ax.set_xticks(list(xs), labels, fontsize=7)
-    ax.legend()
-    ax.set_title(f"Whole-model latency, {os.cpu_count()} threads ({platform.machine()})")
+    ok = [r for r in doc["rows"] if "error" not in r]
+    fig, ax = plt.subplots(figsize=(max(6, len(ok) * 1.0), 4))
+    xs = np.arange(len(ok))
+    ax.bar(xs - 0.2, [r["speedup"] for r in ok], 0.4, label="ORT on the original model / ours")
+    ax.bar(xs + 0.2, [r["speedup_same_graph"] for r in ok], 0.4, label="ORT on the graph we compile / ours")
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(xs, [r["model"] for r in ok], fontsize=8)
+    ax.set_ylabel("speedup over ONNX Runtime")
+    ax.legend(fontsize=7)
+    ax.set_title(header(doc["machine"]).split(";")[0], fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -129,7 +156,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", choices=("full", "small"), default="full")
     ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--tune", type=int, default=0, help="--tune for taso compile (measured trials per kernel)")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = ap.parse_args(argv)
@@ -137,17 +165,23 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         raise SystemExit(f"unknown model {unknown[0]!r}; valid: {', '.join(MODELS)}")
+    os.environ["TASO_NUM_THREADS"] = str(args.threads)  # our modules' pools (and the compile's own timing)
+    info = describe(args.threads)
+    print(header(info), flush=True)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="taso-compile-suite-") as tmp:
         for name in names:
-            rows += run_model(name, args.size, args.runs, args.tune, Path(tmp))
+            rows.append(run_model(name, args.size, args.runs, args.tune, args.threads, info["fma_peak_gflops"],
+                                  Path(tmp)))
+    info["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+    doc = {"size": args.size, "machine": info, "rows": rows, "summary": summary(rows)}
+    suffix = "" if args.threads == (os.cpu_count() or 1) else f"_{args.threads}t"
     args.out.mkdir(parents=True, exist_ok=True)
-    doc = {"size": args.size, "threads": os.cpu_count(), "machine": platform.processor() or platform.machine(),
-           "rows": rows}
-    write_json(args.out / "compile_suite.json", doc)
-    write_text(args.out / "compile_suite.md", _markdown(rows))
-    _plot(rows, args.out / "compile_suite.png")
-    print(_markdown(rows))
+    write_json(args.out / f"compile_suite{suffix}.json", doc)
+    text = markdown(doc)
+    write_text(args.out / f"compile_suite{suffix}.md", text)
+    plot(doc, args.out / f"compile_suite{suffix}.png")
+    print(text)
 
 
 if __name__ == "__main__":

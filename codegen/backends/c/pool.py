@@ -116,7 +116,7 @@ static void taso_parallel_for(int32_t n, taso_task fn, void* ctx, int32_t limit)
   if (!taso_pool.started) taso_pool_start();
   int32_t threads = limit > 0 && limit < taso_pool.threads ? limit : taso_pool.threads;
   if (threads <= 1) { pthread_mutex_unlock(&taso_pool.submit); fn(ctx, 0, n); return; }
-  int32_t chunk = n / (threads * 8);
+  int32_t chunk = n / (threads * 32);  /* small enough that a descheduled worker holds little */
   uint32_t gen = taso_generation() + 2;
   atomic_store(&taso_pool.state, (uint64_t)(gen - 1) << 32);  /* closed while the job is written */
   atomic_store_explicit(&taso_pool.fn, fn, memory_order_relaxed);
