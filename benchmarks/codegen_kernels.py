@@ -1,242 +1,187 @@
-"""Kernel benchmarks of the code generator, each measured side by side in one process.
+"""Kernel benchmarks of the code generator against this machine's limits and ONNX Runtime.
 
-Usage: ``python -m benchmarks.codegen_kernels [--tune N] [--runs R] [--threads T] [--json OUT]``
+Usage: ``python -m benchmarks.codegen_kernels [--runs R] [--threads T] [--only matmul|conv|fc|chain] [--json OUT]``
 
-1. fp32 matmul 1024x1024x1024, GFLOP/s: our default schedule, our best schedule, numpy (BLAS).
-2. ResNet's first-stage 3x3 convolution (1x64x56x56, 64 -> 64, pad 1), ms: ours in NCHW and in
-   the blocked NCHW16c layout (data and weights packed beforehand, as the graph compiler runs it),
-   default and best schedules, next to ONNX Runtime (T threads, `session.intra_op.allow_spinning` = 0).
-3. The element-wise chain relu(a*b + c) on 4M floats: ours (one fused kernel), numpy, torch eager,
-   and a C STREAM triad (a = b + s*c, OpenMP) for the machine's bandwidth; GB/s counts 16 bytes per
-   element for the chain (3 reads, 1 write) and 12 for the triad.
+Every kernel is built as `taso compile` builds it (a one-operator ONNX model through the graph
+compiler: blocked layout, packed weights, fused bias and relu) and timed alone (`CompiledModel.
+profile`: the convolution's kernel, not the layout transforms around a one-layer model):
 
-Threads: T for our kernels (OpenMP), ORT and torch; numpy keeps OpenBLAS's own count (all cores
-unless OPENBLAS_NUM_THREADS says otherwise, which must be set before Python starts). Idle OpenMP
-workers follow libgomp's default (spin briefly, then sleep) unless --wait-policy says passive
-(sleep at once, as ORT's allow_spinning=0 has its threads do) or active (spin).
+1. fp32 matmul 1024^3 (weights constant, as in a model): GFLOP/s and % of the FMA peak; numpy.
+2. Every distinct convolution of ResNet-50 and VGG-19 (batch 1): direct (TASO_WINOGRAD=0) and as
+   compiled (Winograd F(4x4) / F(2x2) on 3x3 stride-1 layers), effective GFLOP/s (the direct
+   FLOPs over the time) and % of the FMA peak; ORT on the same convolution.
+3. FC layers at batch 1 (VGG-19's fc6 and fc7, ResNet-50's fc): GB/s of weights read and % of the
+   triad.
+4. The element-wise chain relu(a*b + c) on 4M floats: GB/s (16 bytes an element) and % of the triad.
 
-"Best" is a grid search over a small part of each template's knob space, measured here
-(labelled "grid"), or with --tune N the tuner (codegen.tune) with N trials per kernel. Every
-figure is the median of R timed runs; contenders alternate in rounds, so load on the machine
-hits them alike. Writes the results to benchmarks/results/codegen_kernels.json by default.
+The machine's FMA peak and STREAM triad are measured first (`codegen.machine`); medians of R runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
-import platform
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from onnx import TensorProto, helper, numpy_helper
 
-from codegen import te
-from codegen.backends.c import build, compile_shared
-from codegen.lower import lower
-from codegen.schedule.schedule import Schedule
-from codegen.topi import conv as topi_conv
-from codegen.topi import linalg as _linalg  # noqa: F401  (registers matmul)
-from codegen.topi import registry
-from codegen.tune.space import Config
+from benchmarks.machine_info import describe, header
 from taso_py.atomic import write_json
-from taso_py.ops import OPS
-from taso_py.ops.conv import Conv2dAttrs
-from taso_py.types import TensorType
 
-Kernel = Callable[[], None]
-Template = Callable[[Config], tuple[Schedule, list[te.Tensor]]]
+RESNET50 = [  # (in channels, size, out channels, kernel, stride): every distinct conv of ResNet-50
+    (3, 224, 64, 7, 2), (64, 56, 64, 1, 1), (64, 56, 64, 3, 1), (64, 56, 256, 1, 1), (256, 56, 64, 1, 1),
+    (256, 56, 128, 1, 1), (128, 56, 128, 3, 2), (128, 28, 512, 1, 1), (256, 56, 512, 1, 2), (512, 28, 128, 1, 1),
+    (128, 28, 128, 3, 1), (512, 28, 256, 1, 1), (256, 28, 256, 3, 2), (256, 14, 1024, 1, 1), (512, 28, 1024, 1, 2),
+    (1024, 14, 256, 1, 1), (256, 14, 256, 3, 1), (1024, 14, 512, 1, 1), (512, 14, 512, 3, 2), (512, 7, 2048, 1, 1),
+    (1024, 14, 2048, 1, 2), (2048, 7, 512, 1, 1), (512, 7, 512, 3, 1)]
+VGG19 = [(3, 224, 64, 3, 1), (64, 224, 64, 3, 1), (64, 112, 128, 3, 1), (128, 112, 128, 3, 1), (128, 56, 256, 3, 1),
+         (256, 56, 256, 3, 1), (256, 28, 512, 3, 1), (512, 28, 512, 3, 1), (512, 14, 512, 3, 1)]
+FC = [("VGG-19 fc6", 25088, 4096), ("VGG-19 fc7", 4096, 4096), ("ResNet-50 fc", 2048, 1000)]
 
-MATMUL_GRID = {"tile_m": (6, 8, 12), "tile_n": (32, 64), "pack_b": (True, False), "k_block": (256, 1 << 30)}
-CONV_GRID = {"tile_w": (7, 8, 14), "tile_oc": (16, 32, 64), "ic_block": (16, 1 << 30)}
-NCHWC_GRID = {"tile_w": (4, 7, 8, 14, 28)}
-CONV_BLOCK = 16  # channels per block of the NCHWc layout
+
+def _model(nodes: list, inputs: list, outputs: list, weights: dict[str, np.ndarray]) -> Any:
+    graph = helper.make_graph(nodes, "kernel", inputs, outputs,
+                              [numpy_helper.from_array(v, k) for k, v in weights.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def median_seconds(fn: Kernel, runs: int) -> float:
-    fn()  # warm-up: page faults, thread pool start
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
+def _conv_model(c: int, size: int, o: int, k: int, stride: int) -> Any:
+    rng = np.random.default_rng(0)
+    pad = k // 2
+    out = (size + 2 * pad - k) // stride + 1
+    return _model([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[pad] * 4, strides=[stride] * 2),
+                   helper.make_node("Relu", ["c"], ["y"])],
+                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, size, size])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, o, out, out])],
+                  {"w": (rng.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32),
+                   "b": rng.standard_normal(o).astype(np.float32)})
+
+
+def _matmul_model(m: int, k: int, n: int) -> Any:
+    rng = np.random.default_rng(0)
+    return _model([helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["y"])],
+                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])],
+                  {"w": (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32),
+                   "b": rng.standard_normal(n).astype(np.float32)})
+
+
+def _compiled(model: Any, work: Path, name: str, winograd: bool = True) -> tuple[Any, dict[str, np.ndarray]]:
+    """The model compiled as taso compile does (no superoptimizer: one operator), and random feeds."""
+    import onnx
+
+    from codegen.graph import compile_graph
+    from codegen.runtime import CompiledModel, random_inputs
+    from taso_py.onnx_io import load_model
+    path = work / f"{name}.onnx"
+    onnx.save(model, path)
+    before = os.environ.get("TASO_WINOGRAD")
+    os.environ["TASO_WINOGRAD"] = "1" if winograd else "0"
+    try:
+        compile_graph(load_model(path).graph, work / name)
+    finally:
+        os.environ.pop("TASO_WINOGRAD") if before is None else os.environ.__setitem__("TASO_WINOGRAD", before)
+    compiled = CompiledModel(work / name)
+    return compiled, random_inputs(compiled)
+
+
+def _kernel_ms(compiled: Any, feeds: dict[str, np.ndarray], runs: int, prefix: str) -> float:
+    """Median ms of the model's main kernel (group name starting with `prefix`), timed alone."""
+    times = [t.ms for _ in range(3) for t in compiled.profile(feeds, runs) if t.group.startswith(prefix)]
     return statistics.median(times)
 
 
-def side_by_side(contenders: dict[str, Kernel], runs: int, rounds: int = 3) -> dict[str, float]:
-    """Median seconds of each contender over `rounds` alternating rounds of `runs` runs."""
-    per = max(1, runs // rounds)
-    samples: dict[str, list[float]] = {k: [] for k in contenders}
-    for _ in range(rounds):
-        for name, fn in contenders.items():
-            time.sleep(0.02)  # let the previous contender's worker threads go idle
-            fn()
-            for _ in range(per):
-                t = time.perf_counter()
-                fn()
-                samples[name].append(time.perf_counter() - t)
-    return {k: statistics.median(v) for k, v in samples.items()}
+def _ort_ms(path: Path, feeds: dict[str, np.ndarray], threads: int, runs: int) -> float:
+    from taso_py.runtime import session
+    sess = session(path, threads)
+    for _ in range(3):
+        sess.run(None, feeds)
+    samples = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        sess.run(None, feeds)
+        samples.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(samples)
 
 
-def compile_template(template: Template, cfg: Config, name: str) -> Callable[[Sequence[np.ndarray]], None]:
-    s, args = template(cfg)
-    kernel = build(lower(s, args, name))[name]
-    return lambda arrays: kernel(*arrays)
-
-
-def grid_search(template: Template, arrays: Sequence[np.ndarray], grid: dict[str, Sequence[Any]],
-                name: str, runs: int = 7) -> tuple[dict[str, Any], float]:
-    """The fastest point of `grid` (knob -> values), each compiled and timed here."""
-    best: tuple[dict[str, Any], float] | None = None
-    for values in itertools.product(*grid.values()):
-        knobs = dict(zip(grid, values))
-        run = compile_template(template, Config(knobs), name)
-        sec = median_seconds(lambda run=run: run(arrays), runs)
-        if best is None or sec < best[1]:
-            best = (knobs, sec)
-    assert best is not None
-    return best
-
-
-def best_config(template: Template, arrays: Sequence[np.ndarray], grid: dict[str, Sequence[Any]], name: str,
-                tune_trials: int, records: Path) -> tuple[dict[str, Any], str]:
-    """The best knobs and how they were found ("grid" or "tuner, N trials")."""
-    if tune_trials > 0:
-        from codegen.tune.tuner import tune
-        result = tune(template, lambda _args: [a.copy() for a in arrays], tune_trials, records, name=name,
-                      progress=False)
-        return dict(result.best.values), f"tuner, {tune_trials} trials"
-    knobs, _ = grid_search(template, arrays, grid, name)
-    return knobs, f"grid of {int(np.prod([len(v) for v in grid.values()]))}"
-
-
-# ---- 1. matmul --------------------------------------------------------------------------------
-
-def matmul_template(n: int) -> Template:
-    def template(cfg: Config) -> tuple[Schedule, list[te.Tensor]]:
-        a, b = te.placeholder((n, n), name="A"), te.placeholder((n, n), name="B")
-        (c,) = registry.compute("matmul", [a, b], None, [TensorType((n, n))])
-        return registry.schedule_group([c], cfg), [a, b, c]
-    return template
-
-
-def bench_matmul(n: int, runs: int, tune_trials: int, records: Path) -> dict[str, Any]:
-    rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((n, n), np.float32), rng.standard_normal((n, n), np.float32)
-    c = np.zeros((n, n), np.float32)
-    arrays = [a, b, c]
-    template = matmul_template(n)
-    knobs, how = best_config(template, arrays, MATMUL_GRID, "matmul", tune_trials, records)
-    default = compile_template(template, Config(), "mm_default")
-    best = compile_template(template, Config(knobs), "mm_best")
-    best(arrays)
-    np.testing.assert_allclose(c, a @ b, rtol=1e-3, atol=1e-3)
-    secs = side_by_side({"ours default": lambda: default(arrays), "ours best": lambda: best(arrays),
-                         "numpy": lambda: a @ b}, runs)
+def bench_matmul(n: int, runs: int, peak: float, work: Path) -> dict[str, Any]:
+    compiled, feeds = _compiled(_matmul_model(n, n, n), work, "matmul")
+    ours = _kernel_ms(compiled, feeds, runs, "matmul")
+    a, b = np.random.default_rng(1).standard_normal((2, n, n), dtype=np.float32)
+    np_ms = statistics.median(_timed(lambda: a @ b, runs))
     flops = 2 * n ** 3
-    return {"shape": [n, n, n], "best_knobs": knobs, "best_from": how,
-            "gflops": {k: round(flops / v / 1e9, 1) for k, v in secs.items()},
-            "ms": {k: round(v * 1e3, 3) for k, v in secs.items()}}
+    return {"shape": [n, n, n], "ms": {"ours": round(ours, 3), "numpy": round(np_ms, 3)},
+            "gflops": {"ours": round(flops / ours / 1e6, 1), "numpy": round(flops / np_ms / 1e6, 1)},
+            "percent_of_peak": round(100 * flops / ours / 1e6 / peak, 1)}
 
 
-# ---- 2. the ResNet 3x3 convolution ------------------------------------------------------------
-
-def conv_template(x_shape: tuple[int, ...], w_shape: tuple[int, ...], attrs: Conv2dAttrs) -> Template:
-    def template(cfg: Config) -> tuple[Schedule, list[te.Tensor]]:
-        x, w = te.placeholder(x_shape, name="x"), te.placeholder(w_shape, name="w")
-        types = OPS["conv2d"].shape([TensorType(x_shape), TensorType(w_shape)], attrs)
-        (y,) = registry.compute("conv2d", [x, w], attrs, types)
-        return registry.schedule_group([y], cfg), [x, w, y]
-    return template
-
-
-def nchwc_template(x_shape: tuple[int, ...], w_shape: tuple[int, ...], attrs: Conv2dAttrs, cb: int) -> Template:
-    n, c, h, w = x_shape
-    o, _, kh, kw = w_shape
-
-    def template(cfg: Config) -> tuple[Schedule, list[te.Tensor]]:
-        x = te.placeholder((n, c // cb, h, w, cb), name="x")
-        wt = te.placeholder((o // cb, c // cb, kh, kw, cb, cb), name="w")
-        y = topi_conv.conv2d_nchwc(x, wt, None, attrs, o)
-        return registry.schedule_group([y], cfg), [x, wt, y]
-    return template
+def _timed(fn: Callable[[], Any], runs: int) -> list[float]:
+    fn()
+    out = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t) * 1e3)
+    return out
 
 
-def ort_conv(x: np.ndarray, w: np.ndarray, attrs: Conv2dAttrs, threads: int) -> Kernel:
-    import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
-    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=list(attrs.pad), strides=list(attrs.stride),
-                            dilations=list(attrs.dilation), group=attrs.groups, kernel_shape=list(w.shape[2:]))
-    graph = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                              [numpy_helper.from_array(w, "w")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = min(model.ir_version, 9)
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    feeds = {"x": x}
-    return lambda: sess.run(None, feeds)
+def bench_convs(runs: int, threads: int, peak: float, work: Path) -> list[dict[str, Any]]:
+    from codegen.topi import winograd
+    rows = []
+    for net, layers in (("ResNet-50", RESNET50), ("VGG-19", VGG19)):
+        for c, size, o, k, stride in layers:
+            model = _conv_model(c, size, o, k, stride)
+            out = (size + 2 * (k // 2) - k) // stride + 1
+            flops = 2 * o * out * out * c * k * k
+            direct, feeds = _compiled(model, work, f"d{c}_{size}_{o}_{k}_{stride}", winograd=False)
+            row = {"net": net, "layer": f"{c}->{o} {k}x{k}/{stride} at {size}", "gflop": round(flops / 1e9, 3)}
+            ms = _kernel_ms(direct, feeds, runs, "conv2d")
+            row["direct"] = {"ms": round(ms, 3), "gflops": round(flops / ms / 1e6, 1),
+                             "percent_of_peak": round(100 * flops / ms / 1e6 / peak, 1)}
+            m = winograd.tile_size((1, o, out, out), (c,), 16) if k == 3 and stride == 1 else 0
+            if m:
+                wino, feeds = _compiled(model, work, f"w{c}_{size}_{o}", winograd=True)
+                ms = _kernel_ms(wino, feeds, runs, "conv2d")
+                row[f"winograd F({m}x{m})"] = {"ms": round(ms, 3), "gflops": round(flops / ms / 1e6, 1),
+                                               "percent_of_peak": round(100 * flops / ms / 1e6 / peak, 1)}
+            row["ort_ms"] = round(_ort_ms(work / f"d{c}_{size}_{o}_{k}_{stride}.onnx", feeds, threads, runs), 3)
+            best = min(v["ms"] for key, v in row.items() if isinstance(v, dict))
+            row["speed_vs_ort"] = round(row["ort_ms"] / best, 2)
+            print(f"{net:9s} {row['layer']:28s} " + "  ".join(
+                f"{key}: {v['gflops']:6.1f} GF/s ({v['percent_of_peak']:.0f}%)" for key, v in row.items()
+                if isinstance(v, dict)) + f"  ORT {row['ort_ms']:.3f} ms ({row['speed_vs_ort']:.2f}x)", flush=True)
+            rows.append(row)
+    return rows
 
 
-def bench_conv(runs: int, tune_trials: int, records: Path, threads: int) -> dict[str, Any]:
-    x_shape, w_shape, cb = (1, 64, 56, 56), (64, 64, 3, 3), CONV_BLOCK
-    attrs = Conv2dAttrs(pad=(1, 1, 1, 1))
-    rng = np.random.default_rng(0)
-    x, w = rng.standard_normal(x_shape, np.float32), rng.standard_normal(w_shape, np.float32) * 0.1
-    y = np.zeros(x_shape, np.float32)
-    (want,) = OPS["conv2d"].ref([x, w], attrs)
-    n, c, h, wd = x_shape
-    xp = np.ascontiguousarray(x.reshape(n, c // cb, cb, h, wd).transpose(0, 1, 3, 4, 2))
-    wp = np.ascontiguousarray(w.reshape(64 // cb, cb, c // cb, cb, 3, 3).transpose(0, 2, 4, 5, 3, 1))
-    yp = np.zeros((n, 64 // cb, h, wd, cb), np.float32)
-    plain, blocked = conv_template(x_shape, w_shape, attrs), nchwc_template(x_shape, w_shape, attrs, cb)
-    knobs, how = best_config(plain, [x, w, y], CONV_GRID, "conv2d", tune_trials, records)
-    knobs_c, how_c = best_config(blocked, [xp, wp, yp], NCHWC_GRID, "conv2d_nchwc", tune_trials, records)
-    kernels = {"ours NCHW default": (compile_template(plain, Config(), "cv_d"), [x, w, y]),
-               "ours NCHW best": (compile_template(plain, Config(knobs), "cv_b"), [x, w, y]),
-               f"ours NCHW{cb}c default": (compile_template(blocked, Config(), "cvc_d"), [xp, wp, yp]),
-               f"ours NCHW{cb}c best": (compile_template(blocked, Config(knobs_c), "cvc_b"), [xp, wp, yp])}
-    for name, (fn, arrays) in kernels.items():
-        fn(arrays)
-        got = arrays[2] if arrays[2].ndim == 4 else arrays[2].transpose(0, 1, 4, 2, 3).reshape(x_shape)
-        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3, err_msg=name)
-    contenders: dict[str, Kernel] = {k: (lambda fn=fn, arrays=arrays: fn(arrays)) for k, (fn, arrays) in
-                                     kernels.items()}
-    contenders["onnxruntime"] = ort_conv(x, w, attrs, threads)
-    secs = side_by_side(contenders, runs)
-    flops = 2 * 64 * 56 * 56 * 64 * 9
-    ort_s = secs["onnxruntime"]
-    return {"shape": {"x": list(x_shape), "w": list(w_shape), "pad": 1}, "layout_block": cb,
-            "best_knobs": {"NCHW": knobs, f"NCHW{cb}c": knobs_c}, "best_from": {"NCHW": how, f"NCHW{cb}c": how_c},
-            "ms": {k: round(v * 1e3, 3) for k, v in secs.items()},
-            "gflops": {k: round(flops / v / 1e9, 1) for k, v in secs.items()},
-            "speed_vs_ort": {k: round(ort_s / v, 3) for k, v in secs.items()}}
+def bench_fc(runs: int, threads: int, bandwidth: float, work: Path) -> list[dict[str, Any]]:
+    rows = []
+    for name, k, n in FC:
+        model = _matmul_model(1, k, n)
+        compiled, feeds = _compiled(model, work, f"fc{k}_{n}")
+        ms = _kernel_ms(compiled, feeds, runs, "matmul")
+        moved = 4 * (k * n + k + 2 * n)
+        ort = _ort_ms(work / f"fc{k}_{n}.onnx", feeds, threads, runs)
+        rows.append({"layer": name, "shape": [1, k, n], "ms": round(ms, 3), "gbs": round(moved / ms / 1e6, 1),
+                     "percent_of_triad": round(100 * moved / ms / 1e6 / bandwidth, 1), "ort_ms": round(ort, 3)})
+        print(f"{name:13s} {moved / 1e6:7.1f} MB  {rows[-1]['gbs']:5.1f} GB/s ({rows[-1]['percent_of_triad']:.0f}% of "
+              f"the triad)  ORT {ort:.3f} ms", flush=True)
+    return rows
 
 
-# ---- 3. the element-wise chain and STREAM ------------------------------------------------------
-
-TRIAD = r"""
-#include <stddef.h>
-void triad(float* restrict a, const float* restrict b, const float* restrict c, float s, long n) {
-  #pragma omp parallel for simd schedule(static)
-  for (long i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
-}
-"""
-
-
-def bench_chain(n: int, runs: int, threads: int) -> dict[str, Any]:
-    import ctypes
-
-    import torch
-    torch.set_num_threads(threads)
+def bench_chain(n: int, runs: int, bandwidth: float) -> dict[str, Any]:
+    from codegen import te
+    from codegen.backends.c import build
+    from codegen.lower import lower
+    from codegen.topi import registry
+    from codegen.tune.space import Config
+    from taso_py.types import TensorType
     rng = np.random.default_rng(0)
     a, b, c = (rng.standard_normal(n, np.float32) for _ in range(3))
     out = np.zeros(n, np.float32)
@@ -248,67 +193,40 @@ def bench_chain(n: int, runs: int, threads: int) -> dict[str, Any]:
     kernel = build(lower(registry.schedule_group([y], Config()), [ta, tb, tc, y], "chain"))["chain"]
     kernel(a, b, c, out)
     np.testing.assert_allclose(out, np.maximum(a * b + c, 0), rtol=1e-5, atol=1e-6)
-    lib = ctypes.CDLL(str(compile_shared(TRIAD)))
-    lib.triad.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_float, ctypes.c_long]
-    lib.triad.restype = None
-    tri = np.zeros(n, np.float32)
-    pa, pb, pc = tri.ctypes.data, b.ctypes.data, c.ctypes.data
-    xa, xb, xc = (torch.from_numpy(v) for v in (a, b, c))
-    secs = side_by_side({"ours": lambda: kernel(a, b, c, out), "numpy": lambda: np.maximum(a * b + c, 0),
-                         "torch eager": lambda: torch.relu(xa * xb + xc),
-                         "STREAM triad (C)": lambda: lib.triad(pa, pb, pc, 3.0, n)}, runs)
-    gbs = {k: (12 if k.startswith("STREAM") else 16) * n / v / 1e9 for k, v in secs.items()}
-    triad = gbs["STREAM triad (C)"]
-    return {"elements": n, "ms": {k: round(v * 1e3, 3) for k, v in secs.items()},
-            "gb_per_s": {k: round(v, 1) for k, v in gbs.items()},
-            "percent_of_triad": {k: round(100 * v / triad, 1) for k, v in gbs.items()}}
-
-
-# ---- report ---------------------------------------------------------------------------------------
-
-def _table(title: str, unit: str, values: dict[str, float], extra: dict[str, str] | None = None) -> str:
-    lines = [title]
-    for k, v in values.items():
-        lines.append(f"  {k:<24} {v:>10} {unit}" + (f"   {extra[k]}" if extra and k in extra else ""))
-    return "\n".join(lines)
+    ms = statistics.median(_timed(lambda: kernel(a, b, c, out), runs))
+    np_ms = statistics.median(_timed(lambda: np.maximum(a * b + c, 0), runs))
+    return {"elements": n, "ms": {"ours": round(ms, 3), "numpy": round(np_ms, 3)},
+            "gbs": {"ours": round(16 * n / ms / 1e6, 1), "numpy": round(16 * n / np_ms / 1e6, 1)},
+            "percent_of_triad": round(100 * 16 * n / ms / 1e6 / bandwidth, 1)}
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.codegen_kernels", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tune", type=int, default=0, metavar="N", help="tuner trials per kernel (0: grid)")
-    parser.add_argument("--runs", type=int, default=15, metavar="R", help="timed runs per contender")
-    parser.add_argument("--threads", type=int, default=2, metavar="T", help="threads for every contender")
-    parser.add_argument("--json", type=Path, default=Path("benchmarks/results/codegen_kernels.json"),
-                        metavar="OUT", help="results file")
-    parser.add_argument("--wait-policy", choices=("default", "passive", "active"), default="default",
-                        help="OMP_WAIT_POLICY for our kernels' idle workers (default: libgomp's)")
-    parser.add_argument("--only", choices=("matmul", "conv", "chain"), action="append", help="run only these")
+    parser.add_argument("--runs", type=int, default=15, metavar="R", help="timed runs per kernel")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, metavar="T")
+    parser.add_argument("--only", choices=("matmul", "conv", "fc", "chain"), action="append", help="run only these")
+    parser.add_argument("--json", type=Path, default=Path("benchmarks/results/codegen_kernels.json"), metavar="OUT")
     args = parser.parse_args(argv)
-    # read when the first kernel loads libgomp
-    os.environ["OMP_NUM_THREADS"] = str(args.threads)
-    if args.wait_policy != "default":
-        os.environ["OMP_WAIT_POLICY"] = args.wait_policy
-    only = set(args.only or ("matmul", "conv", "chain"))
-    results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "processor": platform.processor(),
-                                           "load_average": list(os.getloadavg())},
-                               "threads": args.threads, "runs": args.runs,
-                               "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "libgomp default"),
-                               "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default")}
-    with tempfile.TemporaryDirectory() as tmp:
-        records = Path(tmp) / "tuning.jsonl"
+    os.environ["TASO_NUM_THREADS"] = str(args.threads)
+    info = describe(args.threads)
+    print(header(info), flush=True)
+    only = set(args.only or ("matmul", "conv", "fc", "chain"))
+    results: dict[str, Any] = {"machine": info, "runs": args.runs}
+    with tempfile.TemporaryDirectory(prefix="taso-kernels-") as tmp:
+        work = Path(tmp)
         if "matmul" in only:
-            results["matmul"] = r = bench_matmul(1024, args.runs, args.tune, records)
-            print(_table(f"matmul 1024^3, GFLOP/s (best: {r['best_from']}: {r['best_knobs']})", "GFLOP/s",
-                         r["gflops"]))
+            results["matmul"] = r = bench_matmul(1024, args.runs, info["fma_peak_gflops"], work)
+            print(f"matmul 1024^3: ours {r['gflops']['ours']} GFLOP/s ({r['percent_of_peak']}% of the FMA peak), "
+                  f"numpy {r['gflops']['numpy']}", flush=True)
         if "conv" in only:
-            results["conv3x3"] = r = bench_conv(args.runs, args.tune, records, args.threads)
-            print(_table(f"ResNet 3x3 conv 1x64x56x56, ms (best: {r['best_from']}: {r['best_knobs']})", "ms",
-                         r["ms"], {k: f"{v:.2f}x ORT" for k, v in r["speed_vs_ort"].items()}))
+            results["convolutions"] = bench_convs(args.runs, args.threads, info["fma_peak_gflops"], work)
+        if "fc" in only:
+            results["fc"] = bench_fc(args.runs, args.threads, info["triad_gbs"], work)
         if "chain" in only:
-            results["relu_mul_add"] = r = bench_chain(4 * 1024 * 1024, args.runs, args.threads)
-            print(_table("relu(a*b + c) on 4M floats, GB/s", "GB/s", r["gb_per_s"],
-                         {k: f"{v:.0f}% of triad" for k, v in r["percent_of_triad"].items()}))
+            results["relu_mul_add"] = r = bench_chain(4 * 1024 * 1024, args.runs, info["triad_gbs"])
+            print(f"relu(a*b + c), 4M floats: ours {r['gbs']['ours']} GB/s ({r['percent_of_triad']}% of the triad), "
+                  f"numpy {r['gbs']['numpy']}", flush=True)
     results["machine"]["load_average_after"] = list(os.getloadavg())
     args.json.parent.mkdir(parents=True, exist_ok=True)
     write_json(args.json, results)

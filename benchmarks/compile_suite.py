@@ -130,7 +130,8 @@ def markdown(doc: dict[str, Any]) -> str:
                      f"| {m['ort']:.2f} | **{r['speedup']:.2f}x** | {r['speedup_same_graph']:.2f}x | "
                      f"{p['ours']:.0%} / {p['ort']:.0%} | {r['max_rel_error']:.1e} |")
     s = doc["summary"]
-    lines.append(f"\nGeometric mean of ORT time / ours: **{s['geomean_speedup']:.2f}x**; lowest {s['min_speedup']:.2f}x.")
+    lines.append(f"\nGeometric mean of ORT time / ours: **{s['geomean_speedup']:.2f}x**; "
+                 f"lowest {s['min_speedup']:.2f}x.")
     return "\n".join(lines) + "\n"
 
 

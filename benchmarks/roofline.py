@@ -52,9 +52,9 @@ def model_roofline(name: str, size: str, threads: int, peak: float, bandwidth: f
     ort = session(source, threads)
     ms = _time({"ours": lambda: ours.run(feeds), "ort": lambda: ort.run(None, feeds)}, 10)
     bound_ms = sum(k["bound_ms"] for k in kernels)
-    row = {"model": name, "bound_ms": round(bound_ms, 3), "ours_ms": round(ms["ours"], 3), "ort_ms": round(ms["ort"], 3),
-           "ours_fraction": round(bound_ms / ms["ours"], 3), "ort_fraction": round(bound_ms / ms["ort"], 3),
-           "kernels": kernels}
+    row = {"model": name, "bound_ms": round(bound_ms, 3), "ours_ms": round(ms["ours"], 3),
+           "ort_ms": round(ms["ort"], 3), "ours_fraction": round(bound_ms / ms["ours"], 3),
+           "ort_fraction": round(bound_ms / ms["ort"], 3), "kernels": kernels}
     print(f"{name:13s} bound {bound_ms:8.3f} ms  ours {ms['ours']:8.3f} ms ({row['ours_fraction']:.0%})  "
           f"ORT {ms['ort']:8.3f} ms ({row['ort_fraction']:.0%})", flush=True)
     return row

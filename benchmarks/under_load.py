@@ -96,7 +96,8 @@ def markdown(doc: dict[str, Any]) -> str:
         b, i = r["busy loop slowdown"], r["inference process slowdown"]
         ok = b["ratio"] <= BOUND and i["ratio"] <= BOUND
         lines.append(f"| {r['model']} | {r['quiet']['ours']:.2f} / {r['quiet']['ort']:.2f} | "
-                     f"{r['busy loop']['ours']:.2f} / {r['busy loop']['ort']:.2f} | x{b['ours']:.2f} / x{b['ort']:.2f} | "
+                     f"{r['busy loop']['ours']:.2f} / {r['busy loop']['ort']:.2f} | "
+                     f"x{b['ours']:.2f} / x{b['ort']:.2f} | "
                      f"{r['inference process']['ours']:.2f} / {r['inference process']['ort']:.2f} | "
                      f"x{i['ours']:.2f} / x{i['ort']:.2f} | {'yes' if ok else 'no'} |")
     return "\n".join(lines) + "\n"

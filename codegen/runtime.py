@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from codegen import isa
 from codegen.errors import CodegenError
 from taso_py.errors import InputError
 from taso_py.runtime import Latency, random_arrays
@@ -69,6 +70,10 @@ class CompiledModel:
         if self.manifest.get("version") != MANIFEST_VERSION:
             raise InputError(f"{manifest_path}: manifest version {self.manifest.get('version')!r}, "
                              f"this taso-py reads version {MANIFEST_VERSION}; compile the model again")
+        built_for = self.manifest.get("cpu", {}).get("isa")
+        if built_for in isa.LEVELS and isa.LEVELS.index(built_for) > isa.LEVELS.index(isa.host().level):
+            raise InputError(f"{directory} was compiled for {built_for} ({self.manifest['cpu'].get('model')}); "
+                             f"this CPU ({isa.host().model}) has {isa.host().level}: compile the model again here")
         self.inputs = [TensorSpec(t["name"], tuple(t["shape"]), t["dtype"]) for t in self.manifest["inputs"]]
         self.outputs = [TensorSpec(t["name"], tuple(t["shape"]), t["dtype"]) for t in self.manifest["outputs"]]
         blob = (self.directory / self.manifest["weights"]).read_bytes()

@@ -176,6 +176,18 @@ def test_compile_times_the_rewrite_and_keeps_the_faster(tmp_path: Path, speed_ru
     assert done.exit_code == 0 and json.loads(done.output)["check"]["ok"], done.output
 
 
+def test_a_module_built_for_a_wider_isa_is_refused_clearly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    compile_graph(mlp(layers=1), tmp_path / "m")
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    assert manifest["cpu"]["isa"] in ("sse", "avx2", "avx512")
+    manifest["cpu"] = {"model": "a future CPU", "isa": "avx512"}
+    (tmp_path / "m" / "manifest.json").write_text(json.dumps(manifest))
+    from codegen import isa
+    monkeypatch.setattr(isa, "host", lambda: isa.Isa("avx2", "an older CPU", 32 << 10, 1 << 20, 8 << 20))
+    with pytest.raises(InputError, match="compiled for avx512 .* has avx2: compile the model again"):
+        CompiledModel(tmp_path / "m")
+
+
 def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     done = CliRunner().invoke(main, ["compile", str(tmp_path / "missing.onnx"), "-o", str(tmp_path / "o")])
     assert done.exit_code == 2

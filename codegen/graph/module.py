@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from codegen import isa
 from codegen.backends.c.build import compile_shared
 from codegen.errors import CodegenError
 from codegen.graph.kernels import Buffer, Kernel
@@ -126,6 +127,7 @@ def manifest_of(g: Graph, kernels: list[Kernel], buffers: dict[str, Buffer], are
 
     return {
         "format": "taso-py compiled model", "version": MANIFEST_VERSION, "target": "cpu",
+        "cpu": {"model": isa.host().model, "isa": isa.host().level},
         "entry": "taso_model_run", "library": "model.so", "weights": "weights.bin", "arena_bytes": arena,
         "inputs": [tensor(n.outputs[0]) for n in g.inputs],
         "outputs": [dict(tensor(r), name=name) for r, name in zip(g.outputs, g.output_names)],

@@ -23,6 +23,7 @@ inside the equivalence check's 1e-4.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from fractions import Fraction as F
 
@@ -64,7 +65,10 @@ def applies(attrs: Conv2dAttrs, weight_shape: Sequence[int]) -> bool:
 def tile_size(out_shape: Sequence[int], in_segments: Sequence[int], block: int) -> int:
     """The output tile m for a convolution of this output (0: direct is faster): F(4x4) where the
     tiles fill the output well, F(2x2) on small outputs; direct when there are few channels (the
-    transforms, memory-bound, would cost more than the products save)."""
+    transforms, memory-bound, would cost more than the products save). TASO_WINOGRAD=0 turns
+    Winograd off (direct convolution everywhere: exact to the last bit of the reduction order)."""
+    if os.environ.get("TASO_WINOGRAD", "1") == "0":
+        return 0
     channels = sum(in_segments)
     _, o, oh, ow = out_shape
     if channels * o < 64 * 64:  # measured: 48 -> 64 channels at 35 x 35 runs faster direct
