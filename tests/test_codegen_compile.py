@@ -184,7 +184,7 @@ def test_a_module_built_for_a_wider_isa_is_refused_clearly(tmp_path: Path, monke
     (tmp_path / "m" / "manifest.json").write_text(json.dumps(manifest))
     from codegen import isa
     monkeypatch.setattr(isa, "host", lambda: isa.Isa("avx2", "an older CPU", 32 << 10, 1 << 20, 8 << 20))
-    with pytest.raises(InputError, match="compiled for avx512 .* has avx2: compile the model again"):
+    with pytest.raises(InputError, match=r"compiled for avx512 .* has avx2: compile the model again"):
         CompiledModel(tmp_path / "m")
 
 
