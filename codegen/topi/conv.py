@@ -276,7 +276,7 @@ def conv2d_nchwc(data: Tensor, weight: Tensor, bias: Tensor | None, attrs: Conv2
     oh, ow = out_size(h, w, kh, kw, attrs)
     sh, sw = attrs.stride
     dh, dw = attrs.dilation
-    rows, nv = tile_shape(ow, obpg, ocb, lambda r, v: n * (oblocks // v) * oh)
+    rows, nv = tile_shape(ow, obpg, ocb, lambda r, v: n * (oblocks // v) * oh, steps=cblocks * kh * kw * icb)
     owp = -(-ow // rows) * rows
     t, left, b, right = attrs.pad
     extra = max(0, (owp - 1) * sw + (kw - 1) * dw + 1 - (w + left + right))

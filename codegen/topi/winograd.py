@@ -126,7 +126,8 @@ def conv2d_winograd(data: Tensor, u: Tensor, bias: Tensor | None, attrs: Conv2dA
     oh, ow = out_shape[2], out_shape[3]
     th, tw = -(-oh // m), -(-ow // m)
     tiles = th * tw
-    rows, _ = tile_shape(tiles, ob, block, lambda r, g: n * alpha * alpha * (ob // g) * -(-tiles // r))
+    rows, _ = tile_shape(tiles, ob, block, lambda r, g: n * alpha * alpha * (ob // g) * -(-tiles // r),
+                         steps=cb * block)
     tiles_p = -(-tiles // rows) * rows
     top, left, _, _ = attrs.pad
     p = pad_spatial(data, (top, left, th * m + 2 - h - top, tw * m + 2 - w - left))
@@ -144,7 +145,7 @@ def conv2d_winograd(data: Tensor, u: Tensor, bias: Tensor | None, attrs: Conv2dA
     rc, ri = te.reduce_axis(cb, "rc"), te.reduce_axis(block, "ri")
     prod = te.compute((n, alpha * alpha, ob, tiles_p, block),
                       lambda b, e, o, t, lane: te.sum(vt[b, e, rc, t, ri] * u[e, o, rc, ri, lane], axis=[rc, ri]),
-                      name="conv2d_winograd", tag="conv2d_winograd", attrs={"rows": rows, "m": m})
+                      name="conv2d_winograd", tag="conv2d_winograd", attrs={"rows": rows, "m": m, "steps": cb * block})
 
     def s1(b: Expr, o: Expr, y: Expr, x: Expr, i: Expr, nu: Expr, lane: Expr) -> Expr:
         return _by_row(at, i, [prod[b, xi * alpha + nu, o, y * tw + x, lane] for xi in range(alpha)])
@@ -189,7 +190,8 @@ def schedule_winograd(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cf
     _, _, ob, tiles, block = anchor.shape
     rows = cfg.knob("rows", tuple(d for d in range(1, 29) if tiles % d == 0), default=anchor.op.attrs["rows"])
     tile_ob = cfg.knob("tile_ob", tuple(d for d in range(1, min(ob, 8) + 1) if ob % d == 0),
-                       default=tile_shape(tiles, ob, block, lambda r, g: 1, pad=False)[1])
+                       default=tile_shape(tiles, ob, block, lambda r, g: 1, steps=anchor.op.attrs["steps"],
+                                          pad=False)[1])
     b, e, o, t, lane, rc, ri = prod.leaf
     oo, oi = prod.split(o, tile_ob)
     to, ti = prod.split(t, rows)
