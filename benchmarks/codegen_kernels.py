@@ -14,7 +14,9 @@ profile`: the convolution's kernel, not the layout transforms around a one-layer
    triad.
 4. The element-wise chain relu(a*b + c) on 4M floats: GB/s (16 bytes an element) and % of the triad.
 
-The machine's FMA peak and STREAM triad are measured first (`codegen.machine`); medians of R runs.
+The machine's FMA peak and STREAM triad are measured first (`codegen.machine`). Each figure is the
+best of five medians of R runs taken a moment apart, ours and ORT's alike: this shared host
+sometimes takes a core away for a second, and a kernel's speed is what it does with the machine.
 """
 
 from __future__ import annotations
@@ -91,23 +93,31 @@ def _compiled(model: Any, work: Path, name: str, winograd: bool = True) -> tuple
     return compiled, random_inputs(compiled)
 
 
-def _kernel_ms(compiled: Any, feeds: dict[str, np.ndarray], runs: int, prefix: str) -> float:
-    """Median ms of the model's main kernel (group name starting with `prefix`), timed alone."""
-    times = [t.ms for _ in range(3) for t in compiled.profile(feeds, runs) if t.group.startswith(prefix)]
-    return statistics.median(times)
+def _kernel_ms(compiled: Any, feeds: dict[str, np.ndarray], runs: int, prefix: str, passes: int = 5) -> float:
+    """The model's main kernel (group name starting with `prefix`) timed alone: the best of `passes`
+    medians of `runs`, a moment apart (this shared host takes a core away for a second at times; a
+    kernel's speed is what it does when it has the machine)."""
+    best = float("inf")
+    for k in range(passes):
+        if k:
+            time.sleep(0.3)
+        times = [t.ms for t in compiled.profile(feeds, runs) if t.group.startswith(prefix)]
+        best = min(best, statistics.median(times))
+    return best
 
 
-def _ort_ms(path: Path, feeds: dict[str, np.ndarray], threads: int, runs: int) -> float:
+def _ort_ms(path: Path, feeds: dict[str, np.ndarray], threads: int, runs: int, passes: int = 5) -> float:
+    """ORT on the same model, timed as `_kernel_ms` times ours (best of `passes` medians)."""
     from taso_py.runtime import session
     sess = session(path, threads)
     for _ in range(3):
         sess.run(None, feeds)
-    samples = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        sess.run(None, feeds)
-        samples.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(samples)
+    best = float("inf")
+    for k in range(passes):
+        if k:
+            time.sleep(0.3)
+        best = min(best, statistics.median(_timed(lambda: sess.run(None, feeds), runs)))
+    return best
 
 
 def bench_matmul(n: int, runs: int, peak: float, work: Path) -> dict[str, Any]:
