@@ -6,13 +6,15 @@ Usage: ``python -m benchmarks.compile_suite [--size full|small] [--models a,b] [
 For each suite model: `taso compile` as a user runs it (the superoptimizer for this target, then
 the faster of the optimized and the imported graph, see taso_py.cli.compile) and `taso compile
 --no-optimize`. Every module is checked against ONNX Runtime on the original model (max|a-b| /
-max|a| per output, seeded random inputs). Then, in one process, runs interleaved, each at least
-`--runs` times and a second: our default module, our module of the imported graph, ORT on the
-original model (what users run today) and ORT on the graph we compiled (the compilers compared
-on one graph). ORT: all graph optimizations, `--threads` intra-op threads, spinning off; ours:
-the same thread count (TASO_NUM_THREADS). The headline ratio is ORT on the original model over
-our default module. Each model's FLOPs over the machine's measured FMA peak is its roofline
-bound; the table gives ours and ORT's fraction of it. Writes DIR/compile_suite.json, .md, .png
+max|a| per output, seeded random inputs). Then, in one process, runs interleaved for at least
+three seconds and `--runs` rounds: our default module, our module of the imported graph, ORT on
+the original model (what users run today) and ORT on the graph we compiled (the compilers
+compared on one graph). ORT: all graph optimizations, `--threads` intra-op threads, spinning off;
+ours: the same thread count (TASO_NUM_THREADS). The headline ratio is ORT on the original model
+over our default module: the median over rounds of the two runs' ratio (this shared host slows
+everything for a second at times; runs milliseconds apart see it alike). Each model's FLOPs
+(direct convolution's count) over the measured FMA peak is its roofline bound; the table gives
+ours and ORT's fraction of it (above 100%: Winograd). Writes DIR/compile_suite.json, .md, .png
 (default DIR: benchmarks/results).
 """
 
@@ -54,8 +56,8 @@ def _rel_error(want: dict[str, np.ndarray], got: dict[str, np.ndarray]) -> float
     return max(float(np.max(np.abs(got[k] - w)) / max(float(np.max(np.abs(w))), 1e-30)) for k, w in want.items())
 
 
-def _time(contenders: dict[str, Any], runs: int, min_seconds: float = 1.0) -> dict[str, float]:
-    """Median ms of each callable, called in turn (three warm-up calls each)."""
+def _samples(contenders: dict[str, Any], runs: int, min_seconds: float = 1.0) -> dict[str, list[float]]:
+    """Milliseconds of each callable, called in turn round after round (three warm-up calls each)."""
     for fn in contenders.values():
         for _ in range(3):
             fn()
@@ -66,7 +68,18 @@ def _time(contenders: dict[str, Any], runs: int, min_seconds: float = 1.0) -> di
             t = time.perf_counter()
             fn()
             samples[name].append((time.perf_counter() - t) * 1e3)
-    return {k: statistics.median(v) for k, v in samples.items()}
+    return samples
+
+
+def _time(contenders: dict[str, Any], runs: int, min_seconds: float = 1.0) -> dict[str, float]:
+    """Median ms of each callable (see `_samples`)."""
+    return {k: statistics.median(v) for k, v in _samples(contenders, runs, min_seconds).items()}
+
+
+def paired_ratio(a: list[float], b: list[float]) -> float:
+    """The median over rounds of a / b: a round's two runs are a few milliseconds apart, so a
+    slow spell of the shared host (seconds long) slows both alike and cancels."""
+    return statistics.median(x / y for x, y in zip(a, b))
 
 
 def run_model(name: str, size: str, runs: int, tune: int, threads: int, peak: float, work: Path) -> dict[str, Any]:
@@ -88,16 +101,18 @@ def run_model(name: str, size: str, runs: int, tune: int, threads: int, peak: fl
     ort_opt = session(work / f"{name}.cpu" / "model.onnx", threads)
     want = dict(zip([o.name for o in ort.get_outputs()], ort.run(None, feeds)))
     row["max_rel_error"] = max(_rel_error(want, ours.run(feeds)), _rel_error(want, ours_plain.run(feeds)))
-    ms = _time({"ours": lambda: ours.run(feeds), "ours_imported": lambda: ours_plain.run(feeds),
-                "ort": lambda: ort.run(None, feeds), "ort_same_graph": lambda: ort_opt.run(None, feeds)}, runs)
+    samples = _samples({"ours": lambda: ours.run(feeds), "ours_imported": lambda: ours_plain.run(feeds),
+                        "ort": lambda: ort.run(None, feeds), "ort_same_graph": lambda: ort_opt.run(None, feeds)},
+                       runs, min_seconds=3.0)
+    ms = {k: statistics.median(v) for k, v in samples.items()}
     flops = sum(k["flops"] for k in ours_plain.manifest["kernels"])
     bound_ms = flops / (peak * 1e6)
     speed = default.get("speed") or {}
     row.update({
         "rewrites": default["rewrites"], "kernels": default["kernels"], "gflop": round(flops / 1e9, 3),
         "compile_seconds": default["wall_seconds"], "ms": {k: round(v, 3) for k, v in ms.items()},
-        "speedup": round(ms["ort"] / ms["ours"], 3),  # over ORT on the model users have
-        "speedup_same_graph": round(ms["ort_same_graph"] / ms["ours"], 3),
+        "speedup": round(paired_ratio(samples["ort"], samples["ours"]), 3),  # over ORT on the model users have
+        "speedup_same_graph": round(paired_ratio(samples["ort_same_graph"], samples["ours"]), 3),
         "superoptimizer": {"predicted": speed.get("predicted_speedup"), "measured": speed.get("speedup"),
                            "kept": speed.get("kept", "optimized" if default["rewrites"] else "no rewrite")},
         "peak_fraction": {"ours": round(bound_ms / ms["ours"], 3), "ort": round(bound_ms / ms["ort"], 3)},

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codegen import te
+from codegen import isa, te
 from codegen.backends.c import build
 from codegen.errors import CodegenError
 from codegen.lower import lower
@@ -114,7 +114,7 @@ def test_features_describe_the_loops() -> None:
 def test_tune_beats_the_default_and_records_every_candidate(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
     res = tune(matmul_template, None, 12, path, batch_size=4, repeat=3, progress=False)
-    assert res.workload == "matmul_template(float32[64,64], float32[64,64], float32[64,64])"
+    assert res.workload == f"matmul_template(float32[64,64], float32[64,64], float32[64,64]) on {isa.host().key}"
     assert res.measured == 12 and res.failures == 0 and res.space_size == 32
     assert res.default_seconds is not None and res.best_seconds <= res.default_seconds
     recs = list(read(path, res.workload))
@@ -175,7 +175,7 @@ def test_nothing_runs_in_time_is_an_error(tmp_path: Path) -> None:
 def test_records_skip_unreadable_lines(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
     key = workload_key("mm", [te.placeholder((2, 3), name="A")])
-    assert key == "mm(float32[2,3])"
+    assert key == f"mm(float32[2,3]) on {isa.host().key}"  # records are per CPU model and ISA level
     path.write_text("not json\n" + json.dumps({"workload": key, "config": {"order": ["i", "j"]}, "seconds": 1.0,
                                                "error": None}) + "\n")
     (rec,) = read(path, key)

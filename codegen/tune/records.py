@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from codegen import isa
 from codegen.te.tensor import Tensor
 from codegen.tune.space import Config
 
@@ -45,9 +46,11 @@ def default_path() -> Path:
 
 
 def workload_key(name: str, args: Sequence[Tensor]) -> str:
-    """The key records are filed under: the template's name and its arguments' dtypes and shapes."""
+    """The key records are filed under: the template's name, its arguments' dtypes and shapes, and
+    the CPU model and ISA level they were measured on (a schedule tuned on one CPU can run at
+    half speed on another; records of other CPUs are kept, and not used here)."""
     shapes = (f"{t.dtype}[{','.join(map(str, t.shape))}]" for t in args)
-    return f"{name}({', '.join(shapes)})"
+    return f"{name}({', '.join(shapes)}) on {isa.host().key}"
 
 
 def _tuples(v: Any) -> Any:
