@@ -74,6 +74,20 @@ def test_pooling_takes_its_element_wise_output_not_its_input() -> None:
     assert _kinds(g) == [["relu"], ["maxpool2d", "sigmoid"]]
 
 
+def test_an_element_wise_prologue_joins_the_convolution_it_alone_feeds() -> None:
+    """relu -> depthwise conv (NASNet's separable convolutions): the relu is computed in the conv's
+    padding pass; a relu read by two convolutions stays a kernel of its own."""
+    g = Graph()
+    x = g.add_input("x", X)
+    (r,) = g.add("relu", [x])
+    (c,) = g.add("conv2d", [r, g.add_weight(_w(4, 1, 3, 3))], pad=(1, 1, 1, 1), groups=4)
+    (r2,) = g.add("relu", [c])
+    (a,) = g.add("conv2d", [r2, g.add_weight(_w(4, 4, 1, 1))])
+    (b,) = g.add("conv2d", [r2, g.add_weight(_w(4, 4, 1, 1))])
+    g.set_outputs([a, b])
+    assert _kinds(g) == [["relu", "conv2d", "relu"], ["conv2d"], ["conv2d"]]
+
+
 def test_a_tensor_read_twice_ends_its_group() -> None:
     """relu(conv(x)) feeds two readers: it is computed once, as its group's output."""
     g = Graph()

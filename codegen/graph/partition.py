@@ -5,7 +5,9 @@ reads (a producer with one reader that is not a graph output) when:
 - it is injective and that group has no anchor, or has an injective or complex-out-fusable
   anchor and the node is element-wise (bias add and activation after a conv or matmul);
 - it is a reduction (pooling, softmax, ...) and that group is injective only (a reduction
-  with its injective inputs).
+  with its injective inputs);
+- it is a convolution and that group holds only element-wise ops (a prologue: computed where
+  the convolution pads its input).
 Each group has at most one anchor (a non-injective operator), which picks its schedule.
 A node only joins a group when its other computed inputs come from nodes ordered before
 the group's first node, so fusing can never make two groups depend on each other.
@@ -90,7 +92,9 @@ def _fusable(node: Node, anchor: Node | None, group: list[Node]) -> bool:
                 and node.types[0].shape == anchor.types[0].shape)
     if node.op.fusion is Fusion.REDUCTION:
         return anchor is None and all(len(n.types) == 1 for n in group)
-    return False
+    # a convolution after element-wise ops only (NASNet's relu before each separable convolution):
+    # they are computed where the convolution pads its input, not in a pass of their own
+    return node.op.name == "conv2d" and anchor is None and all(n.op.name in ELEMENTWISE for n in group)
 
 
 def make_group(graph: Graph, nodes: list[Node], users: dict[int, list[Node]]) -> Group:

@@ -21,6 +21,7 @@ from codegen.te.expr import Expr, const
 from codegen.te.tensor import IterVar, Tensor
 from codegen.topi.injective import VECTOR_WIDTHS, fuse_all, schedule_elementwise, vectorize_lanes
 from codegen.topi.layout import clamp
+from codegen.topi.linalg import live_readers
 from codegen.topi.registry import register_compute, register_schedule
 from codegen.tune.space import Config
 from taso_py.ops.conv import AvgPoolAttrs, MaxPoolAttrs
@@ -109,6 +110,7 @@ def _window_loops(stage: Stage, cfg: Config, vector: bool, parallel: bool) -> No
         rows = fuse_all(stage, data[:3])
         stage.reorder(rows, data[3], *red, data[4])
         vectorize_lanes(stage, data[4])
+        _unroll_window(stage)
         if parallel and rows.extent > 1:
             stage.parallel(rows)
         return
@@ -123,12 +125,20 @@ def _window_loops(stage: Stage, cfg: Config, vector: bool, parallel: bool) -> No
         stage.parallel(rows)
 
 
+def _unroll_window(stage: Stage) -> None:
+    """Unroll a small window (up to 7 x 7): its border tests and clamped reads then fold per cell."""
+    red = list(stage.reduce_axes)
+    if red and all(iv.extent <= 7 for iv in red):
+        for iv in red:
+            stage.unroll(iv)
+
+
 def _place_anchor(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config, vector: bool) -> None:
     """When the group's one output is an injective consumer of the anchor (a relu after the
     pool), the anchor is computed a row at a time inside that output's parallel row loop
     instead of into a whole temporary; other outputs get the injective schedule."""
     st = s[anchor]
-    readers = s.readers(anchor)
+    readers = live_readers(s, anchor)  # through inlined stages (an average's scale, a fused add)
     consumer = readers[0] if len(readers) == 1 and readers[0].is_output else None
     if not st.is_output and consumer is not None and len(consumer.leaf) == len(st.axes) == 5:
         # blocked: parallel rows (n, block, i); per output pixel, the window's sum of lane vectors
@@ -141,6 +151,7 @@ def _place_anchor(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: C
         *_, lane_in = st.leaf[:5]
         st.reorder(*st.reduce_axes, lane_in)
         vectorize_lanes(st, lane_in)
+        _unroll_window(st)
     elif not st.is_output and consumer is not None and len(consumer.leaf) == len(st.axes) > 1:
         last = consumer.leaf[-1]
         rows = fuse_all(consumer, consumer.leaf[:-1])
