@@ -11,8 +11,9 @@ profile`: the convolution's kernel, not the layout transforms around a one-layer
    compiled (Winograd F(4x4) / F(2x2) on 3x3 stride-1 layers), effective GFLOP/s (the direct
    FLOPs over the time) and % of the FMA peak; ORT on the same convolution.
 3. FC layers at batch 1 (VGG-19's fc6 and fc7, ResNet-50's fc): GB/s of weights read and % of the
-   triad.
-4. The element-wise chain relu(a*b + c) on 4M floats: GB/s (16 bytes an element) and % of the triad.
+   STREAM triad, the two timed in turn round after round (median of the rounds' ratios).
+4. The element-wise chain relu(a*b + c) on 4M floats: GB/s (16 bytes an element), % of the triad
+   timed the same way.
 
 The machine's FMA peak and STREAM triad are measured first (`codegen.machine`). Each figure is the
 best of five medians of R runs taken a moment apart, ours and ORT's alike: this shared host
@@ -170,22 +171,52 @@ def bench_convs(runs: int, threads: int, peak: float, work: Path) -> list[dict[s
     return rows
 
 
-def bench_fc(runs: int, threads: int, bandwidth: float, work: Path) -> list[dict[str, Any]]:
+class Triad:
+    """The STREAM triad (`codegen.machine`), one run at a time, to time beside a kernel."""
+
+    def __init__(self, threads: int, elements: int = 1 << 25) -> None:
+        from codegen import machine
+        self.lib, self.threads, self.n = machine._library(), threads, elements
+        self.a, self.b, self.c = (np.full(elements, v, np.float32) for v in (1.0, 2.0, 3.0))
+
+    def __call__(self) -> None:
+        self.lib.triad(self.a.ctypes.data, self.b.ctypes.data, self.c.ctypes.data, self.n, self.threads)
+
+    def gbs(self, ms: float) -> float:
+        return 12 * self.n / ms / 1e6
+
+
+def paired_bandwidth(kernel: Callable[[], Any], moved: int, triad: Triad, rounds: int) -> tuple[float, float, float]:
+    """(kernel GB/s, triad GB/s, kernel / triad): the two run in turn, round after round, and the
+    fraction is the median of each round's (memory bandwidth on this shared host drifts by half
+    within a minute; runs a few milliseconds apart see the same)."""
+    pairs = []
+    for _ in range(rounds):
+        k = min(_timed(kernel, 2))
+        t = min(_timed(triad, 2))
+        pairs.append((moved / k / 1e6, triad.gbs(t)))
+    ours = statistics.median(p[0] for p in pairs)
+    return ours, statistics.median(p[1] for p in pairs), statistics.median(p[0] / p[1] for p in pairs)
+
+
+def bench_fc(runs: int, threads: int, work: Path) -> list[dict[str, Any]]:
+    triad = Triad(threads)
     rows = []
     for name, k, n in FC:
         model = _matmul_model(1, k, n)
         compiled, feeds = _compiled(model, work, f"fc{k}_{n}")
-        ms = _kernel_ms(compiled, feeds, runs, "matmul")
         moved = 4 * (k * n + k + 2 * n)
+        gbs, triad_gbs, fraction = paired_bandwidth(lambda c=compiled, f=feeds: c.run(f), moved, triad, runs)
         ort = _ort_ms(work / f"fc{k}_{n}.onnx", feeds, threads, runs)
-        rows.append({"layer": name, "shape": [1, k, n], "ms": round(ms, 3), "gbs": round(moved / ms / 1e6, 1),
-                     "percent_of_triad": round(100 * moved / ms / 1e6 / bandwidth, 1), "ort_ms": round(ort, 3)})
-        print(f"{name:13s} {moved / 1e6:7.1f} MB  {rows[-1]['gbs']:5.1f} GB/s ({rows[-1]['percent_of_triad']:.0f}% of "
-              f"the triad)  ORT {ort:.3f} ms", flush=True)
+        rows.append({"layer": name, "shape": [1, k, n], "ms": round(moved / gbs / 1e6, 3), "gbs": round(gbs, 1),
+                     "triad_gbs": round(triad_gbs, 1), "percent_of_triad": round(100 * fraction, 1),
+                     "ort_ms": round(ort, 3)})
+        print(f"{name:13s} {moved / 1e6:7.1f} MB  {gbs:5.1f} GB/s ({100 * fraction:.0f}% of the triad beside it, "
+              f"{triad_gbs:.1f} GB/s)  ORT {ort:.3f} ms", flush=True)
     return rows
 
 
-def bench_chain(n: int, runs: int, bandwidth: float) -> dict[str, Any]:
+def bench_chain(n: int, runs: int, threads: int) -> dict[str, Any]:
     from codegen import te
     from codegen.backends.c import build
     from codegen.lower import lower
@@ -203,11 +234,11 @@ def bench_chain(n: int, runs: int, bandwidth: float) -> dict[str, Any]:
     kernel = build(lower(registry.schedule_group([y], Config()), [ta, tb, tc, y], "chain"))["chain"]
     kernel(a, b, c, out)
     np.testing.assert_allclose(out, np.maximum(a * b + c, 0), rtol=1e-5, atol=1e-6)
-    ms = statistics.median(_timed(lambda: kernel(a, b, c, out), runs))
+    gbs, triad_gbs, fraction = paired_bandwidth(lambda: kernel(a, b, c, out), 16 * n, Triad(threads), runs)
     np_ms = statistics.median(_timed(lambda: np.maximum(a * b + c, 0), runs))
-    return {"elements": n, "ms": {"ours": round(ms, 3), "numpy": round(np_ms, 3)},
-            "gbs": {"ours": round(16 * n / ms / 1e6, 1), "numpy": round(16 * n / np_ms / 1e6, 1)},
-            "percent_of_triad": round(100 * 16 * n / ms / 1e6 / bandwidth, 1)}
+    return {"elements": n, "ms": {"ours": round(16 * n / gbs / 1e6, 3), "numpy": round(np_ms, 3)},
+            "gbs": {"ours": round(gbs, 1), "numpy": round(16 * n / np_ms / 1e6, 1)},
+            "triad_gbs": round(triad_gbs, 1), "percent_of_triad": round(100 * fraction, 1)}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -232,9 +263,9 @@ def main(argv: list[str] | None = None) -> None:
         if "conv" in only:
             results["convolutions"] = bench_convs(args.runs, args.threads, info["fma_peak_gflops"], work)
         if "fc" in only:
-            results["fc"] = bench_fc(args.runs, args.threads, info["triad_gbs"], work)
+            results["fc"] = bench_fc(args.runs, args.threads, work)
         if "chain" in only:
-            results["relu_mul_add"] = r = bench_chain(4 * 1024 * 1024, args.runs, info["triad_gbs"])
+            results["relu_mul_add"] = r = bench_chain(4 * 1024 * 1024, args.runs, args.threads)
             print(f"relu(a*b + c), 4M floats: ours {r['gbs']['ours']} GB/s ({r['percent_of_triad']}% of the triad), "
                   f"numpy {r['gbs']['numpy']}", flush=True)
     results["machine"]["load_average_after"] = list(os.getloadavg())

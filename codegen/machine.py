@@ -15,6 +15,7 @@ import ctypes
 import functools
 import json
 import os
+import statistics
 import time
 from dataclasses import asdict, dataclass
 
@@ -128,18 +129,20 @@ def measure_triad(threads: int, elements: int = 1 << 25) -> float:
 
 
 def measure(threads: tuple[int, ...] | None = None, attempts: int = 3) -> Limits:
-    """The best of `attempts` measurements a moment apart: on a shared host a core is sometimes
-    taken away for a while, and the limits are what the machine can do."""
+    """The median of `attempts` measurements a moment apart (each already the best of several
+    runs): on a shared host a core is sometimes taken away for a while, and one attempt can land
+    in such a spell."""
     counts = threads or tuple(sorted({1, os.cpu_count() or 1}))
-    peak = {str(n): 0.0 for n in counts}
-    triad = {str(n): 0.0 for n in counts}
+    peaks: dict[str, list[float]] = {str(n): [] for n in counts}
+    triads: dict[str, list[float]] = {str(n): [] for n in counts}
     for k in range(attempts):
         if k:
             time.sleep(0.5)
         for n in counts:
-            peak[str(n)] = max(peak[str(n)], round(measure_peak(n), 1))
-            triad[str(n)] = max(triad[str(n)], round(measure_triad(n), 1))
-    return Limits(isa.host().key, peak, triad)
+            peaks[str(n)].append(measure_peak(n))
+            triads[str(n)].append(measure_triad(n))
+    return Limits(isa.host().key, {k: round(statistics.median(v), 1) for k, v in peaks.items()},
+                  {k: round(statistics.median(v), 1) for k, v in triads.items()})
 
 
 def limits() -> Limits:

@@ -5,9 +5,11 @@ Nothing here reads ONNX: the directory describes itself (see codegen.graph.compi
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import json
+import mmap
 import statistics
 import time
 from collections.abc import Callable, Mapping
@@ -49,7 +51,21 @@ class KernelTime:
         return self.bytes / (self.ms * 1e6) if self.ms > 0 else 0.0
 
 
+HUGE_PAGE = 2 << 20
+
+
 def _aligned_empty(nbytes: int) -> np.ndarray:
+    """`nbytes` of memory for the weights or the arena: page-aligned, and backed by 2 MiB pages
+    where the kernel allows it (transparent huge pages in madvise mode): a model streams its
+    weights once per run, and 4 KiB pages cost a TLB miss every 64 cache lines (VGG-19's first FC
+    layer: 100,000 of them)."""
+    if nbytes >= HUGE_PAGE:
+        region = mmap.mmap(-1, nbytes + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        with contextlib.suppress(AttributeError, OSError):
+            region.madvise(mmap.MADV_HUGEPAGE)
+        raw = np.frombuffer(region, np.uint8)
+        start = -raw.ctypes.data % HUGE_PAGE
+        return raw[start:start + nbytes]
     raw = np.empty(nbytes + 64, np.uint8)
     start = -raw.ctypes.data % 64
     return raw[start:start + nbytes]
