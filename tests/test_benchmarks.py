@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import optimize_suite, rule_generation
+from benchmarks import codegen_kernels, compile_suite, optimize_suite, roofline, rule_generation, under_load
 from taso_py.library.store import default_path
 
 
@@ -39,3 +39,39 @@ def test_optimize_suite_runs_a_substitution_block(tmp_path: Path, monkeypatch: p
     assert row["check"]["ok"] and row["ort_1t"]["optimized_ms"] > 0 and row["ort_2t"]["original_ms"] > 0
     assert row["written"] == (row["speed_check"]["kept"] if row["rules_applied"] else "no rewrite")
     assert "| parallel_matmuls |" in (tmp_path / "optimize_suite.md").read_text()
+
+
+def test_compile_suite_tabulates_ours_against_ort(tmp_path: Path) -> None:
+    compile_suite.main(["--size", "small", "--models", "nasrnn,squeezenet", "--runs", "3", "--out", str(tmp_path)])
+    doc = json.loads((tmp_path / "compile_suite.json").read_text())
+    assert doc["machine"]["cpu"] and doc["machine"]["fma_peak_gflops"] > 0
+    assert [r["model"] for r in doc["rows"]] == ["nasrnn", "squeezenet"]
+    for r in doc["rows"]:
+        assert r["check_ok"] and r["speedup"] > 0 and r["ms"]["ort"] > 0 and r["peak_fraction"]["ours"] > 0
+    assert doc["summary"]["failed"] == 0 and doc["summary"]["geomean_speedup"] > 0
+    assert "| nasrnn |" in (tmp_path / "compile_suite.md").read_text()
+    assert (tmp_path / "compile_suite.png").stat().st_size > 1000
+
+
+def test_roofline_places_every_kernel(tmp_path: Path) -> None:
+    roofline.main(["--size", "small", "--models", "squeezenet", "--out", str(tmp_path)])
+    doc = json.loads((tmp_path / "roofline.json").read_text())
+    (row,) = doc["rows"]
+    assert row["bound_ms"] > 0 and row["ours_ms"] > 0 and row["kernels"]
+    assert all(k["fraction"] >= 0 for k in row["kernels"])
+    assert set(doc["limits"]["peak_gflops"]) >= {"1"} and (tmp_path / "roofline.png").stat().st_size > 1000
+
+
+def test_kernel_benchmark_measures_against_the_machine(tmp_path: Path) -> None:
+    out = tmp_path / "kernels.json"
+    codegen_kernels.main(["--only", "matmul", "--only", "chain", "--runs", "3", "--json", str(out)])
+    doc = json.loads(out.read_text())
+    assert doc["matmul"]["gflops"]["ours"] > 0 and doc["matmul"]["percent_of_peak"] > 0
+    assert doc["relu_mul_add"]["percent_of_triad"] > 0 and doc["relu_mul_add"]["triad_gbs"] > 0
+
+
+@pytest.mark.slow
+def test_under_load_compares_slowdowns(tmp_path: Path) -> None:
+    under_load.main(["--size", "small", "--models", "squeezenet", "--seconds", "0.5", "--out", str(tmp_path)])
+    (row,) = json.loads((tmp_path / "under_load.json").read_text())["rows"]
+    assert row["busy loop slowdown"]["ours"] > 0 and row["inference process slowdown"]["ort"] > 0
