@@ -52,6 +52,14 @@ def _compile(model: Path, out: Path, optimize: bool, tune: int) -> dict[str, Any
     return {**json.loads(done.stdout), "wall_seconds": round(time.perf_counter() - started, 1)}
 
 
+def build_and_compile(name: str, size: str, work: Path) -> tuple[Path, Path, str | None]:
+    """The suite model saved as ONNX and compiled as a user compiles it: (model, directory, error)."""
+    source = work / f"{name}.onnx"
+    onnx.save(build(name, size), source)
+    report = _compile(source, work / f"{name}.cpu", True, 0)
+    return source, work / f"{name}.cpu", report.get("error")
+
+
 def _rel_error(want: dict[str, np.ndarray], got: dict[str, np.ndarray]) -> float:
     return max(float(np.max(np.abs(got[k] - w)) / max(float(np.max(np.abs(w))), 1e-30)) for k, w in want.items())
 
@@ -71,7 +79,7 @@ def _samples(contenders: dict[str, Any], runs: int, min_seconds: float = 1.0) ->
     return samples
 
 
-def _time(contenders: dict[str, Any], runs: int, min_seconds: float = 1.0) -> dict[str, float]:
+def time_in_turn(contenders: dict[str, Any], runs: int, min_seconds: float = 1.0) -> dict[str, float]:
     """Median ms of each callable (see `_samples`)."""
     return {k: statistics.median(v) for k, v in _samples(contenders, runs, min_seconds).items()}
 

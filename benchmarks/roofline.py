@@ -16,17 +16,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import onnx
-
-from benchmarks.compile_suite import _time
+from benchmarks.compile_suite import build_and_compile, time_in_turn
 from benchmarks.machine_info import describe, header
-from benchmarks.models import MODELS, build
+from benchmarks.models import MODELS
 from codegen import machine
 from taso_py.atomic import write_json, write_text
 
@@ -34,13 +30,9 @@ from taso_py.atomic import write_json, write_text
 def model_roofline(name: str, size: str, threads: int, peak: float, bandwidth: float, work: Path) -> dict[str, Any]:
     from codegen.runtime import CompiledModel, random_inputs
     from taso_py.runtime import session
-    source = work / f"{name}.onnx"
-    onnx.save(build(name, size), source)
-    out = work / f"{name}.cpu"
-    done = subprocess.run([sys.executable, "-m", "taso_py", "compile", str(source), "-o", str(out), "--json"],
-                          capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        return {"model": name, "error": done.stderr.strip().splitlines()[-1]}
+    source, out, error = build_and_compile(name, size, work)
+    if error:
+        return {"model": name, "error": error}
     ours = CompiledModel(out)
     feeds = random_inputs(ours)
     kernels = []
@@ -50,7 +42,7 @@ def model_roofline(name: str, size: str, threads: int, peak: float, bandwidth: f
                         "intensity": round(t.flops / t.bytes, 2) if t.bytes else 0.0,
                         "fraction": round(bound / t.ms, 3) if t.ms > 0 else 0.0, "bound_ms": bound})
     ort = session(source, threads)
-    ms = _time({"ours": lambda: ours.run(feeds), "ort": lambda: ort.run(None, feeds)}, 10)
+    ms = time_in_turn({"ours": lambda: ours.run(feeds), "ort": lambda: ort.run(None, feeds)}, 10)
     bound_ms = sum(k["bound_ms"] for k in kernels)
     row = {"model": name, "bound_ms": round(bound_ms, 3), "ours_ms": round(ms["ours"], 3),
            "ort_ms": round(ms["ort"], 3), "ours_fraction": round(bound_ms / ms["ours"], 3),

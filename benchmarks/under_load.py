@@ -23,7 +23,7 @@ from typing import Any
 
 import onnx
 
-from benchmarks.compile_suite import _time
+from benchmarks.compile_suite import build_and_compile, time_in_turn
 from benchmarks.machine_info import describe, header
 from benchmarks.models import MODELS, build
 from taso_py.atomic import write_json, write_text
@@ -53,13 +53,9 @@ def _load(kind: str, work: Path) -> subprocess.Popen | None:
 def run_model(name: str, size: str, seconds: float, work: Path) -> dict[str, Any]:
     from codegen.runtime import CompiledModel, random_inputs
     from taso_py.runtime import session
-    source = work / f"{name}.onnx"
-    onnx.save(build(name, size), source)
-    out = work / f"{name}.cpu"
-    done = subprocess.run([sys.executable, "-m", "taso_py", "compile", str(source), "-o", str(out), "--json"],
-                          capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        return {"model": name, "error": done.stderr.strip().splitlines()[-1]}
+    source, out, error = build_and_compile(name, size, work)
+    if error:
+        return {"model": name, "error": error}
     ours = CompiledModel(out)
     feeds = random_inputs(ours)
     ort = session(source, os.cpu_count() or 1)
@@ -68,7 +64,7 @@ def run_model(name: str, size: str, seconds: float, work: Path) -> dict[str, Any
         load = _load(kind, work)
         try:
             time.sleep(1.0 if load else 0.0)  # let the load start (ORT loads its model)
-            ms = _time({"ours": lambda: ours.run(feeds), "ort": lambda: ort.run(None, feeds)}, 20, seconds)
+            ms = time_in_turn({"ours": lambda: ours.run(feeds), "ort": lambda: ort.run(None, feeds)}, 20, seconds)
         finally:
             if load is not None:
                 load.kill()
