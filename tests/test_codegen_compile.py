@@ -188,6 +188,19 @@ def test_a_module_built_for_a_wider_isa_is_refused_clearly(tmp_path: Path, monke
         CompiledModel(tmp_path / "m")
 
 
+def test_a_weight_and_an_input_that_are_graph_outputs_come_out_unchanged(tmp_path: Path) -> None:
+    """y = relu(x + w) with x and w also outputs: the weight used to be read from its output slot."""
+    g = Graph()
+    x = g.add_input("x", TensorType((2, 4)))
+    w = g.add_weight(_w(4), "w")
+    (s,) = g.add("add", [x, w])
+    (y,) = g.add("relu", [s])
+    g.set_outputs([y, x, w], ["y", "x_out", "w_out"])
+    got, want = _run(g, tmp_path / "m")
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-6)
+
+
 def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     done = CliRunner().invoke(main, ["compile", str(tmp_path / "missing.onnx"), "-o", str(tmp_path / "o")])
     assert done.exit_code == 2

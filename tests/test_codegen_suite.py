@@ -17,6 +17,7 @@ from taso_py.optimizer import cost_model, optimize
 from taso_py.runtime import compare_outputs
 from taso_py.runtime import run as ort_run
 from taso_py.search.backtracking import Settings
+from tests.corpus import CORPUS, CorpusModel, save
 
 
 def _check(model: OnnxModel, out: Path) -> None:
@@ -45,3 +46,19 @@ def test_suite_model_optimized(tmp_path: Path, name: str) -> None:
 @pytest.mark.parametrize("name", models.names())
 def test_full_size_model(tmp_path: Path, name: str) -> None:
     _check(load_model(models.build(name, "full")), tmp_path / name)
+
+
+COMPILABLE = [e for e in CORPUS if not e.opaque_ops and not e.checker_error]
+
+
+@pytest.mark.parametrize("entry", COMPILABLE, ids=[e.name for e in COMPILABLE])
+def test_corpus_model_compiles_and_matches_ort(tmp_path: Path, entry: CorpusModel) -> None:
+    """Models written by other tools (torch's exporters, legacy opsets, graph outputs that are
+    inputs or weights): the compiled module gives ORT's outputs on the original file."""
+    path = save(entry.build(), tmp_path / "m.onnx", external_data=entry.external_data)
+    model = load_model(path, dict(entry.input_shapes) or None)
+    compile_graph(model.graph, tmp_path / "out")
+    compiled = CompiledModel(tmp_path / "out")
+    feeds = random_inputs(compiled)
+    result = compare_outputs(ort_run(path, feeds), compiled.run(feeds))
+    assert result.max_rel <= 1e-4, result

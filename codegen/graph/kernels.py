@@ -110,13 +110,13 @@ class KernelBuilder:
             shape = tuple(t.shape) if lay == layout.PLAIN else layout.blocked_shape(t.shape, lay,
                                                                                    segments=self.seg(ref))
             kind, index = "arena", 0
-            if lay == layout.PLAIN and ref.node in g.input_ids:
+            if g.weight(ref) is not None:  # a weight that is also a graph output is copied there (`finish`)
+                kind = "weight"
+                self.values[key] = g.weight(ref)
+            elif lay == layout.PLAIN and ref.node in g.input_ids:
                 kind, index = "input", g.input_ids.index(ref.node)
             elif lay == layout.PLAIN and ref in self.outputs:
                 kind, index = "output", self.outputs[ref]
-            elif g.weight(ref) is not None:
-                kind = "weight"
-                self.values[key] = g.weight(ref)
             self.buffers[key] = Buffer(key, shape, t.dtype.value, kind, index=index)
         return key
 
