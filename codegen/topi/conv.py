@@ -28,10 +28,12 @@ operators and pre-packs weights once at compile time:
 - `conv2d_nchwc(data, weight, bias, attrs, out_channels)`: packed data and weights, optional
   bias [O], `Conv2dAttrs` -> packed output [N, O/ocb, OH, OW, ocb], tag "conv2d_nchwc"; with
   groups where `nchwc_supports(attrs, w.shape, block)`: each group whole blocks, or depthwise
-  (channels in the vector lanes, tiles of `tile_w` pixels x one block, no micro-kernel).
-  Its template tiles the output width by `tile_w` pixels x one channel block: each tile is the
-  gemm micro-kernel with rows = pixels, columns = the ocb output channels (contiguous in the
-  weights and the output), k = the icb input channels of one block.
+  (channels in the vector lanes, tiles of `tile_w` pixels x one block), or narrower groups that
+  tile a block (`small_groups`: run as whole-block groups with `densify`d weights). The
+  accumulator sums over four axes (input block, kernel row, kernel column, channel in the
+  block), and its template makes each tile of `tile_w` pixels x `tile_ob` channel blocks one
+  register tile (`TileIntrin`) over the whole reduction, sized by `topi.tiling.tile_shape`.
+  Data in NCHW with fewer channels than a block (an image) is read as blocks of one channel.
 
 The packing computes are tagged "injective": a pack of constant weights folds at compile time,
 a data pack is a group of its own (or inlined into its consumer as index arithmetic).

@@ -1,22 +1,23 @@
 """Matrix multiplication: its compute (NumPy's `matmul`) and a register-blocked CPU template.
 
 The template is the classic BLAS scheme written as a schedule. The output is tiled into
-`tile_m x tile_n` blocks, and each block is computed by one of two kernels (knob `kernel`):
+`tile_m x tile_n` blocks, and each block is computed by one of three kernels (knob `kernel`):
 
-- "gemm" (default): the inner (rows, columns, k) loops are tensorized into `GemmIntrin`, whose
-  C body keeps the tile in registers: every step of k is tile_m broadcasts of A times one row
-  of B (fused multiply-adds with an embedded broadcast). It needs whole tiles.
+- "tile" (default where the columns are whole groups of 16): the register tile (`TileIntrin`)
+  of `tile_m` rows x `tile_n` columns over the reduction (one call, or `k_block` at a time),
+  sized by `topi.tiling.tile_shape` from the host's ISA.
+- "gemm": the inner (rows, columns, k) loops tensorized into `GemmIntrin` (the tile in a
+  local array between calls); the default where the columns are not whole groups of 16.
 - "vector": the same register blocking as plain loops: a local accumulator (`cache_write`, or
   the anchor itself computed at the consumer's tile), rows unrolled, columns vectorized.
   Tails (sizes the tiles do not divide) use it, guarded.
 
 An element-wise consumer that is the group's output, such as `relu(matmul + bias)`, takes
-each tile straight from the accumulator, so no full-size intermediate exists. B is optionally
-repacked first into column panels `[N/tile_n][K][tile_n]` (`pack_b`; a stage added to the
-schedule, see `pack_panels`), so the kernel reads B contiguously instead of striding by N (a
-stride that aliases in the L1 sets when N is a power of two); packing costs one pass over B
-and pays when A has many rows to reuse each panel. Other knobs: `k_block` (the gemm's k per
-call), `order` (which tile loop is outer), `k_unroll` (vector kernel).
+each tile straight from the accumulator, so no full-size intermediate exists. B is repacked
+into column panels `[N/tile_n][K][tile_n]` (`pack_b`; a stage added to the schedule, see
+`pack_panels`) by default when it is a weight (packed once, at compile time) or when A has
+rows enough to reuse each panel, so the kernel reads B contiguously. Other knobs: `k_block`,
+`order` (which tile loop is outer), `k_unroll` (vector kernel).
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
-"""Lowered IR -> C with OpenMP and SIMD.
+"""Lowered IR -> C with SIMD, parallel loops on the module's thread pool.
 
 `CEmitter` holds the C spelling of every construct; the CUDA backend subclasses it and
 overrides only what differs (qualifiers, thread indices, math names), as tinygrad's
-renderers do. Vectorized loops become GCC vector-extension code when every access is
-contiguous or loop-invariant, and an `omp simd` loop otherwise; a local buffer touched only
-by such vector code is declared as an array of vectors, so a register-blocked accumulator
-stays in registers.
+renderers do. A parallel loop's body becomes a function of (context, begin, end) that
+`taso_parallel_for` (see `pool`) runs in chunks. Vectorized loops become GCC vector-extension
+code when every access is contiguous or loop-invariant (under a guard or selects linear in
+the lane: vector code where they hold for every lane, a guarded loop elsewhere), and an
+`omp simd` loop otherwise; a local buffer touched only by such vector code is declared as an
+array of vectors, so a register-blocked accumulator stays in registers.
 """
 
 from __future__ import annotations
