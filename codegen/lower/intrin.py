@@ -1,8 +1,9 @@
 """Tensor intrinsics: what `Stage.tensorize` maps an inner tile onto.
 
 An intrinsic states the inner loop extents it replaces and checks that the stage computes
-what it computes; a backend emits the call by the intrinsic's name. The GEMM update below
-is the one the CPU backend (a register-blocked micro-kernel) and the accelerator share.
+what it computes; a backend emits the call by the intrinsic's name. `GemmIntrin` (one reduce
+axis, the tile in memory between calls) is the one the accelerator shares; `TileIntrin` is
+the CPU's register tile over a whole reduction of several loops.
 """
 
 from __future__ import annotations
