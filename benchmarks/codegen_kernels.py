@@ -1,6 +1,7 @@
 """Kernel benchmarks of the code generator against this machine's limits and ONNX Runtime.
 
-Usage: ``python -m benchmarks.codegen_kernels [--runs R] [--threads T] [--only matmul|conv|fc|chain] [--json OUT]``
+Usage: ``python -m benchmarks.codegen_kernels [--runs R] [--threads T] [--json OUT]
+[--only matmul|conv|fc|dispatch|chain]``
 
 Every kernel is built as `taso compile` builds it (a one-operator ONNX model through the graph
 compiler: blocked layout, packed weights, fused bias and relu) and timed alone (`CompiledModel.
@@ -12,7 +13,9 @@ profile`: the convolution's kernel, not the layout transforms around a one-layer
    FLOPs over the time) and % of the FMA peak; ORT on the same convolution.
 3. FC layers at batch 1 (VGG-19's fc6 and fc7, ResNet-50's fc): GB/s of weights read and % of the
    STREAM triad, the two timed in turn round after round (median of the rounds' ratios).
-4. The element-wise chain relu(a*b + c) on 4M floats: GB/s (16 bytes an element), % of the triad
+4. The fixed cost of a kernel: 200 tiny layers (a 16 x 64 @ 64 x 64 matmul, relu fused) against
+   one, per layer, ours and ORT's (per MatMul + Relu pair).
+5. The element-wise chain relu(a*b + c) on 4M floats: GB/s (16 bytes an element), % of the triad
    timed the same way.
 
 The machine's FMA peak and STREAM triad are measured first (`codegen.machine`). Each figure is the
@@ -216,6 +219,36 @@ def bench_fc(runs: int, threads: int, work: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _chain_model(layers: int, width: int) -> Any:
+    """`layers` tiny matmul + relu layers in a row: a model that is all fixed cost."""
+    rng = np.random.default_rng(0)
+    nodes, weights, prev = [], {}, "x"
+    for k in range(layers):
+        weights[f"w{k}"] = (rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32)
+        nodes += [helper.make_node("MatMul", [prev, f"w{k}"], [f"m{k}"]),
+                  helper.make_node("Relu", [f"m{k}"], [f"r{k}"])]
+        prev = f"r{k}"
+    nodes.append(helper.make_node("Identity", [prev], ["y"]))
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, width])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, width])], weights)
+
+
+def bench_dispatch(runs: int, threads: int, work: Path) -> dict[str, Any]:
+    """The fixed cost of a kernel: 200 layers of a 16 x 64 @ 64 x 64 matmul with a fused relu, each
+    a parallel kernel of almost no work, against one such layer; the same in ORT per node pair."""
+    out: dict[str, Any] = {}
+    for label, layers in (("one", 1), ("many", 200)):
+        compiled, feeds = _compiled(_chain_model(layers, 64), work, f"chain{layers}")
+        out[label] = (compiled, feeds, work / f"chain{layers}.onnx")
+    ms = {}
+    for label, (compiled, feeds, path) in out.items():
+        ms[f"ours_{label}"] = min(statistics.median(_timed(lambda c=compiled, f=feeds: c.run(f), runs))
+                                  for _ in range(3))
+        ms[f"ort_{label}"] = _ort_ms(path, feeds, threads, runs, passes=3)
+    per = {k: round((ms[f"{k}_many"] - ms[f"{k}_one"]) / 199 * 1e3, 2) for k in ("ours", "ort")}
+    return {"layers": 200, "ms": {k: round(v, 3) for k, v in ms.items()}, "us_per_layer": per}
+
+
 def bench_chain(n: int, runs: int, threads: int) -> dict[str, Any]:
     from codegen import te
     from codegen.backends.c import build
@@ -246,13 +279,14 @@ def main(argv: list[str] | None = None) -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=15, metavar="R", help="timed runs per kernel")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, metavar="T")
-    parser.add_argument("--only", choices=("matmul", "conv", "fc", "chain"), action="append", help="run only these")
+    parser.add_argument("--only", choices=("matmul", "conv", "fc", "dispatch", "chain"), action="append",
+                        help="run only these")
     parser.add_argument("--json", type=Path, default=Path("benchmarks/results/codegen_kernels.json"), metavar="OUT")
     args = parser.parse_args(argv)
     os.environ["TASO_NUM_THREADS"] = str(args.threads)
     info = describe(args.threads)
     print(header(info), flush=True)
-    only = set(args.only or ("matmul", "conv", "fc", "chain"))
+    only = set(args.only or ("matmul", "conv", "fc", "dispatch", "chain"))
     results: dict[str, Any] = {"machine": info, "runs": args.runs}
     with tempfile.TemporaryDirectory(prefix="taso-kernels-") as tmp:
         work = Path(tmp)
@@ -264,6 +298,10 @@ def main(argv: list[str] | None = None) -> None:
             results["convolutions"] = bench_convs(args.runs, args.threads, info["fma_peak_gflops"], work)
         if "fc" in only:
             results["fc"] = bench_fc(args.runs, args.threads, work)
+        if "dispatch" in only:
+            results["dispatch"] = r = bench_dispatch(args.runs, args.threads, work)
+            print(f"fixed cost of a kernel (200 tiny matmul+relu layers): ours {r['us_per_layer']['ours']} us a layer, "
+                  f"ORT {r['us_per_layer']['ort']} us", flush=True)
         if "chain" in only:
             results["relu_mul_add"] = r = bench_chain(4 * 1024 * 1024, args.runs, args.threads)
             print(f"relu(a*b + c), 4M floats: ours {r['gbs']['ours']} GB/s ({r['percent_of_triad']}% of the triad), "
