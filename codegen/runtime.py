@@ -10,6 +10,7 @@ import ctypes
 import functools
 import json
 import mmap
+import os
 import statistics
 import time
 from collections.abc import Callable, Mapping
@@ -30,8 +31,16 @@ MANIFEST_VERSION = 1
 @dataclass(frozen=True)
 class TensorSpec:
     name: str
-    shape: tuple[int, ...]
-    dtype: str
+    shape: tuple[int, ...] | None  # None: known only when ONNX Runtime computes it (graph.fallback)
+    dtype: str | None
+
+    @classmethod
+    def of(cls, doc: dict[str, Any]) -> TensorSpec:
+        return cls(doc["name"], None if doc["shape"] is None else tuple(doc["shape"]), doc["dtype"])
+
+    def empty(self) -> np.ndarray | None:
+        """The array a run writes this output into (None: ONNX Runtime hands over its own)."""
+        return None if self.shape is None or self.dtype is None else np.empty(self.shape, self.dtype)
 
 
 @dataclass(frozen=True)
@@ -90,8 +99,8 @@ class CompiledModel:
         if built_for in isa.LEVELS and isa.LEVELS.index(built_for) > isa.LEVELS.index(isa.host().level):
             raise InputError(f"{directory} was compiled for {built_for} ({self.manifest['cpu'].get('model')}); "
                              f"this CPU ({isa.host().model}) has {isa.host().level}: compile the model again here")
-        self.inputs = [TensorSpec(t["name"], tuple(t["shape"]), t["dtype"]) for t in self.manifest["inputs"]]
-        self.outputs = [TensorSpec(t["name"], tuple(t["shape"]), t["dtype"]) for t in self.manifest["outputs"]]
+        self.inputs = [TensorSpec.of(t) for t in self.manifest["inputs"]]
+        self.outputs = [TensorSpec.of(t) for t in self.manifest["outputs"]]
         blob = (self.directory / self.manifest["weights"]).read_bytes()
         self.weights = _aligned_empty(max(len(blob), 1))
         self.weights[:len(blob)] = np.frombuffer(blob, np.uint8)
@@ -104,9 +113,20 @@ class CompiledModel:
         self.stats: list[Any] = []  # the accelerator's cycle counts of the last run, per offloaded layer
         self.entry = None
         if self.manifest.get("entry"):
-            self.entry = getattr(self.lib, self.manifest["entry"])
+            self.entry = self._function(self.manifest["entry"])
             self.entry.restype = ctypes.c_int if self.manifest.get("target") == "cuda" else None
-            self.entry.argtypes = [ctypes.POINTER(ctypes.c_void_p)] * 2 + [ctypes.c_void_p] * 2
+        # a model with regions run by ONNX Runtime (codegen.graph.fallback): C segments between them
+        self.segments = [(self._function(seg["entry"]) if "entry" in seg else None, seg)
+                         for seg in self.manifest.get("segments", [])]
+        self.sessions = {k: _region_session(self.directory / step["model"])
+                         for k, step in enumerate(self.manifest.get("steps") or []) if step["kind"] == "ort"}
+        self.dynamic: dict[str, np.ndarray] = {}  # values of the last run that only ONNX Runtime shapes
+
+    def _function(self, name: str) -> Any:
+        fn = getattr(self.lib, name)
+        fn.restype = None
+        fn.argtypes = [ctypes.POINTER(ctypes.c_void_p)] * 2 + [ctypes.c_void_p] * 2
+        return fn
 
     def _inputs(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         arrays = []
@@ -114,7 +134,7 @@ class CompiledModel:
             if spec.name not in feeds:
                 names = ", ".join(s.name for s in self.inputs)
                 raise InputError(f"missing input {spec.name!r} (the model takes {names})")
-            a = np.ascontiguousarray(feeds[spec.name], dtype=spec.dtype)
+            a = np.asarray(feeds[spec.name], dtype=spec.dtype, order="C")  # ascontiguousarray makes 0-d 1-d
             if a.shape != spec.shape:
                 raise InputError(f"input {spec.name!r} needs shape {spec.shape}, got {a.shape}")
             arrays.append(a)
@@ -122,22 +142,59 @@ class CompiledModel:
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         arrays = self._inputs(feeds)
-        outs = {s.name: np.empty(s.shape, s.dtype) for s in self.outputs}
+        outs = [s.empty() for s in self.outputs]
+        in_ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
+        out_ptrs = (ctypes.c_void_p * max(len(outs), 1))(*[0 if o is None else o.ctypes.data for o in outs])
         if self.entry is not None:  # the whole model is one C call
-            in_ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
-            out_ptrs = (ctypes.c_void_p * max(len(outs), 1))(*[o.ctypes.data for o in outs.values()])
             status = self.entry(in_ptrs, out_ptrs, self.weights.ctypes.data, self.arena.ctypes.data)
             if status:  # the cuda target's run function reports CUDA errors
                 describe = self.lib.taso_cuda_error_string
                 describe.restype = ctypes.c_char_p
                 raise CodegenError(f"{self.directory}: {describe(status).decode()}")
-            return outs
-        self.stats = []
-        for _, call in self._calls(arrays, list(outs.values())):
-            call()
+            return {s.name: o for s, o in zip(self.outputs, outs)}
+        self.stats, self.dynamic = [], {}
+        if self.segments:
+            for fn, seg in self.segments:
+                if fn is not None:
+                    fn(in_ptrs, out_ptrs, self.weights.ctypes.data, self.arena.ctypes.data)
+                else:
+                    self._region(self.manifest["steps"][seg["step"]], arrays, outs)
+        else:
+            for _, call in self._calls(arrays, outs):
+                call()
         for i, key in self.manifest.get("copies", {}).items():
-            list(outs.values())[int(i)][...] = self._view(key, arrays, list(outs.values()))
-        return outs
+            if self.buffers[key]["kind"] == "dynamic":
+                outs[int(i)] = self.dynamic[key]
+            else:
+                outs[int(i)][...] = self._view(key, arrays, outs)
+        return {s.name: o for s, o in zip(self.outputs, outs)}
+
+    def _region(self, step: dict, arrays: list[np.ndarray], outs: list[np.ndarray]) -> None:
+        """Run a region in ONNX Runtime on the buffers in place: its inputs are read where kernels
+        wrote them and its outputs written where kernels will read them (values of a shape only
+        ORT knows are kept in `dynamic`)."""
+        kernel = self.manifest["kernels"][step["kernel"]]
+        sess = self.sessions[step["kernel"]]
+        binding = sess.io_binding()
+        for key in kernel["args"][:len(kernel["args"]) - kernel["writes"]]:
+            a = self.dynamic[key] if self.buffers[key]["kind"] == "dynamic" else self._view(key, arrays, outs)
+            binding.bind_input(key, "cpu", 0, a.dtype, a.shape, a.ctypes.data)
+        written = kernel["args"][len(kernel["args"]) - kernel["writes"]:]
+        for key in written:
+            if self.buffers[key]["kind"] == "dynamic":
+                binding.bind_output(key, "cpu")
+            else:
+                v = self._view(key, arrays, outs)
+                binding.bind_output(key, "cpu", 0, v.dtype, v.shape, v.ctypes.data)
+        try:
+            sess.run_with_iobinding(binding)
+        except Exception as e:  # ORT raises its own exception types
+            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise CodegenError(f"{self.directory}: ONNX Runtime failed on {step['model']}: {reason}") from None
+        values = binding.copy_outputs_to_cpu()
+        for key, value in zip(written, values):
+            if self.buffers[key]["kind"] == "dynamic":
+                self.dynamic[key] = value
 
     def _view(self, key: str, arrays: list[np.ndarray], outs: list[np.ndarray]) -> np.ndarray:
         """The array a buffer key names during a run: an input, an output, or a slice of the weights or arena."""
@@ -157,7 +214,9 @@ class CompiledModel:
         calls = []
         for step in steps:
             k = kernels[step["kernel"]]
-            if step["kind"] == "host":
+            if step["kind"] == "ort":
+                calls.append((k, functools.partial(self._region, step, arrays, outs)))
+            elif step["kind"] == "host":
                 fn = getattr(self.lib, k["name"])
                 fn.restype = None
                 ptrs = [ctypes.c_void_p(self._view(a, arrays, outs).ctypes.data) for a in k["args"]]
@@ -188,7 +247,8 @@ class CompiledModel:
     def profile(self, feeds: Mapping[str, np.ndarray], repeat: int = 5) -> list[KernelTime]:
         """Each step of one run timed on its own (median of `repeat`), in run order."""
         arrays = self._inputs(feeds)
-        outs = [np.empty(s.shape, s.dtype) for s in self.outputs]
+        outs = [s.empty() for s in self.outputs]
+        self.dynamic = {}
         times = []
         for k, call in self._calls(arrays, outs):
             samples = []
@@ -214,6 +274,13 @@ class CompiledModel:
         return statistics.median(samples)
 
 
+def _region_session(path: Path) -> Any:
+    """The ORT session of a region: spinning off (our thread pool runs between its calls), as
+    many threads as the module's own pool."""
+    from taso_py.runtime import session
+    return session(path, int(os.environ.get("TASO_NUM_THREADS") or 0))
+
+
 def random_inputs(model: CompiledModel, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded inputs, the same values taso_py.runtime.random_feeds gives ONNX Runtime for the check."""
     return random_arrays([(s.name, s.shape, np.dtype(s.dtype)) for s in model.inputs], seed)
@@ -234,5 +301,4 @@ def side_by_side(original: CompiledModel, optimized: CompiledModel, runs: int = 
             t = time.perf_counter()
             model.run(feeds)
             out.append((time.perf_counter() - t) * 1e3)
-    import os
     return Latency(statistics.median(samples[0]), statistics.median(samples[1]), len(samples[0]), os.cpu_count() or 1)

@@ -234,10 +234,19 @@ def test_threads_is_a_knob_of_every_parallel_template() -> None:
     assert re.search(r"taso_parallel_for\(\d+, relu_all_par0, \(void\*\)&ctx_, 0\)", default)  # all threads
 
 
-def test_an_empty_tensor_is_a_clear_error(tmp_path: Path) -> None:
+def test_an_empty_tensor_runs_in_onnx_runtime(tmp_path: Path) -> None:
+    """No kernel computes an empty tensor: it falls back (graph.fallback), and without a region
+    writer the error names the node."""
+    from taso_py.onnx_io import OnnxOrigin
+    from taso_py.onnx_io.exporter import region_writer
     g = Graph()
     x = g.add_input("x", TensorType((3, 4)))
     (y,) = g.add("pad", [x], pads=(0, -2, 0, -2))
-    g.set_outputs([y], ["y"])
-    with pytest.raises(CodegenError, match="empty output"):
+    (z,) = g.add("relu", [x])
+    g.set_outputs([y, z], ["y", "z"])
+    with pytest.raises(CodegenError, match=r"no kernel for pad on f32\[3,0\] 'pad_0'"):
         compile_graph(g, tmp_path / "m")
+    report = compile_graph(g, tmp_path / "m", write_region=region_writer(OnnxOrigin()))
+    assert report.fallback_nodes == 1 and report.kernel_nodes == 1
+    outs = CompiledModel(tmp_path / "m").run({"x": np.ones((3, 4), np.float32)})
+    assert outs["y"].shape == (3, 0) and outs["z"].shape == (3, 4)

@@ -25,8 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from codegen.graph import layout
+from codegen.errors import CodegenError
+from codegen.graph import fallback, layout
 from codegen.graph.compiler import CompileReport, prepare, publish_module
+from codegen.graph.fallback import Region, RegionWriter
 from codegen.graph.kernels import Buffer, Kernel, KernelBuilder
 from codegen.graph.partition import Group, make_group, partition
 from taso_py.graph.evaluate import evaluate
@@ -50,11 +52,15 @@ def offloadable(g: Graph, node: Node) -> bool:
     return False
 
 
-def _split_groups(g: Graph, groups: list[Group]) -> list[tuple[str, Any]]:
-    """Steps in run order: ("accel", node) for an offloaded anchor, ("host", group) for the rest."""
+def _split_groups(g: Graph, groups: list[Group | Region]) -> list[tuple[str, Any]]:
+    """Steps in run order: ("accel", node) for an offloaded anchor, ("ort", region) for a region
+    without kernels (see graph.fallback), ("host", group) for the rest."""
     users = g.users()
     plan: list[tuple[str, Any]] = []
     for group in groups:
+        if isinstance(group, Region):
+            plan.append(("ort", group))
+            continue
         anchor = group.anchor
         if anchor is None or not offloadable(g, anchor):
             plan.append(("host", group))
@@ -80,11 +86,14 @@ def _calibrate(g: Graph, nodes: list[Node], seed: int) -> dict[int, float]:
 
 
 def compile_accel(graph: Graph, out_dir: Path, write_onnx: Callable[[Path], None] | None = None,
-                  progress: Callable[[int, int], None] | None = None, seed: int = 0) -> CompileReport:
+                  progress: Callable[[int, int], None] | None = None, seed: int = 0,
+                  write_region: RegionWriter | None = None) -> CompileReport:
     report = CompileReport()
     clock = time.perf_counter()
     g = prepare(graph)
-    plan = _split_groups(g, partition(g))
+    plan = _split_groups(g, fallback.plan(g, partition(g)) or [fallback.whole(g)])
+    if write_region is None and any(kind == "ort" for kind, _ in plan):
+        raise CodegenError("operators without kernels run through ONNX Runtime, which needs a region writer")
     offloaded = [n for kind, n in plan if kind == "accel"]
     scales = _calibrate(g, offloaded, seed) if offloaded else {}
     report.groups, report.accel_layers = len(plan), len(offloaded)
@@ -95,7 +104,11 @@ def compile_accel(graph: Graph, out_dir: Path, write_onnx: Callable[[Path], None
     order: list[Kernel] = []
     steps: list[dict[str, Any]] = []
     for k, (kind, item) in enumerate(plan):
-        if kind == "host":
+        if kind == "ort":
+            b.region(item)
+            order.append(b.order[-1])
+            steps.append({"kind": "ort", "kernel": len(order) - 1, "model": f"{b.order[-1].name}.onnx"})
+        elif kind == "host":
             first = len(b.steps)
             b.group(item, layout.PLAIN)
             for lw in b.steps[first:]:  # a group, after any layout transform it needed
@@ -112,8 +125,10 @@ def compile_accel(graph: Graph, out_dir: Path, write_onnx: Callable[[Path], None
     for lw in b.steps[first:]:  # graph outputs back to NCHW (none while every tensor is NCHW)
         order.append(lw.kernel)
         steps.append({"kind": "host", "kernel": len(order) - 1})
+    report.kernel_nodes = sum(len(item.nodes) if kind == "host" else 1 for kind, item in plan if kind != "ort")
+    report.fallback_nodes = sum(len(item.nodes) for kind, item in plan if kind == "ort")
     report.seconds["lower"] = time.perf_counter() - clock
-    publish_module(g, b, order, report, out_dir, write_onnx, steps)
+    publish_module(g, b, order, report, out_dir, write_onnx, steps, write_region)
     return report
 
 

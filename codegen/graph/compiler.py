@@ -18,7 +18,8 @@ from typing import Any
 
 from codegen.backends.c.emit import CEmitter
 from codegen.errors import CodegenError
-from codegen.graph import layout
+from codegen.graph import fallback, layout
+from codegen.graph.fallback import Region, RegionWriter
 from codegen.graph.kernels import Buffer, ConfigFor, Kernel, KernelBuilder, prepack
 from codegen.graph.memory import plan_memory
 from codegen.graph.module import (
@@ -28,10 +29,11 @@ from codegen.graph.module import (
     lifetimes,
     manifest_of,
     nbytes,
+    region_steps,
     weight_blob,
     write_directory,
 )
-from codegen.graph.partition import partition
+from codegen.graph.partition import Group, partition
 from taso_py.graph.fold import fold_constants
 from taso_py.graph.ir import Graph
 from taso_py.graph.normalize import batchnorm_to_affine, fold_batchnorm, fuse_activations
@@ -47,6 +49,9 @@ class CompileReport:
     layout_transforms: int = 0
     blocked_groups: int = 0
     accel_layers: int = 0  # layers on the simulated accelerator (--target accel)
+    kernel_nodes: int = 0  # graph nodes computed by our kernels
+    fallback_nodes: int = 0  # graph nodes run by ONNX Runtime inside the module (graph.fallback)
+    regions: int = 0
     arena_bytes: int = 0
     unshared_bytes: int = 0
     weight_bytes: int = 0
@@ -55,18 +60,20 @@ class CompileReport:
     def stats(self) -> dict[str, int]:
         """What the manifest records of the compile."""
         return {"groups": self.groups, "kernels": self.kernels, "unique_kernels": self.unique_kernels,
+                "kernel_nodes": self.kernel_nodes, "fallback_nodes": self.fallback_nodes, "regions": self.regions,
                 "layout_transforms": self.layout_transforms, "blocked_groups": self.blocked_groups,
                 "arena_bytes": self.arena_bytes, "unshared_bytes": self.unshared_bytes}
 
 
 def compile_graph(graph: Graph, out_dir: Path, target: str = "cpu", config_for: ConfigFor | None = None,
                   write_onnx: Callable[[Path], None] | None = None, progress: Callable[[int, int], None] | None = None,
-                  block: int = BLOCK) -> CompileReport:
+                  block: int = BLOCK, write_region: RegionWriter | None = None) -> CompileReport:
     """Compile `graph` into `out_dir` (created, or replaced if it holds an earlier compile);
-    `block` 0 keeps every tensor in NCHW (no layout transforms)."""
+    `block` 0 keeps every tensor in NCHW (no layout transforms). Nodes without a kernel run in
+    ONNX Runtime (see graph.fallback), written as ONNX by `write_region`."""
     if target == "accel":
         from codegen.graph.accel import compile_accel
-        return compile_accel(graph, out_dir, write_onnx, progress)
+        return compile_accel(graph, out_dir, write_onnx, progress, write_region=write_region)
     if target == "cuda":
         import codegen.topi.cuda  # noqa: F401  (registers the GPU schedules)
         block = layout.PLAIN  # NCHW16c is a CPU layout
@@ -75,21 +82,34 @@ def compile_graph(graph: Graph, out_dir: Path, target: str = "cpu", config_for: 
     report = CompileReport()
     clock = time.perf_counter()
     g = prepare(graph)
-    groups = partition(g)
+    steps = fallback.plan(g, partition(g))
+    if steps is None:
+        steps = [fallback.whole(g)]
+    groups = [s for s in steps if isinstance(s, Group)]
+    if len(groups) < len(steps) and (target == "cuda" or write_region is None):
+        node = next(n for s in steps if isinstance(s, Region) for n in s.nodes if fallback.unsupported(g, n))
+        where = "on --target cuda" if target == "cuda" else "without a region writer"
+        raise CodegenError(f"no kernel for {fallback.unsupported(g, node)} {g.name_of(node.outputs[0])!r}, and "
+                           f"operators without kernels cannot run through ONNX Runtime {where}")
     plan = layout.choose(g, groups, block)
-    layouts = plan.layouts
-    report.groups, report.blocked_groups = len(groups), sum(1 for b in layouts if b)
+    layouts = dict(zip(map(id, groups), plan.layouts))
+    report.groups, report.blocked_groups = len(groups), sum(1 for b in plan.layouts if b)
+    report.fallback_nodes = sum(len(s.nodes) for s in steps if isinstance(s, Region))
+    report.kernel_nodes = sum(len(grp.nodes) for grp in groups)
     report.seconds["passes"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
     b = KernelBuilder(g, config_for, target, plan.segments)
-    for k, (group, lay) in enumerate(zip(groups, layouts)):
-        b.group(group, lay)
+    for k, step in enumerate(steps):
+        if isinstance(step, Region):
+            b.region(step)
+        else:
+            b.group(step, layouts[id(step)])
         if progress:
-            progress(k + 1, len(groups))
+            progress(k + 1, len(steps))
     b.finish()
     report.seconds["lower"] = time.perf_counter() - clock
-    publish_module(g, b, [lw.kernel for lw in b.steps], report, out_dir, write_onnx)
+    publish_module(g, b, b.order, report, out_dir, write_onnx, write_region=write_region)
     return report
 
 
@@ -106,10 +126,13 @@ def prepare(graph: Graph) -> Graph:
 
 
 def publish_module(g: Graph, b: KernelBuilder, order: list[Kernel], report: CompileReport, out_dir: Path,
-                   write_onnx: Callable[[Path], None] | None, steps: list[dict[str, Any]] | None = None) -> None:
+                   write_onnx: Callable[[Path], None] | None, steps: list[dict[str, Any]] | None = None,
+                   write_region: RegionWriter | None = None) -> None:
     """Emit the kernels (each distinct one once), pre-pack weights, plan the arena and write the
     directory. `order` is every step of a run; with `steps` (steps the host does not run as one C
-    call, the accelerator's layers) the manifest lists them and the module has no run function."""
+    call, the accelerator's layers) the manifest lists them and the module has no run function.
+    Regions (`b.regions`, run by ONNX Runtime) are written with `write_region`, and the C kernels
+    between them become one run function per segment."""
     clock = time.perf_counter()
     cuda = b.target == "cuda"
     emitter: CEmitter = cuda_backend().CudaEmitter() if cuda else CEmitter()
@@ -149,12 +172,34 @@ def publish_module(g: Graph, b: KernelBuilder, order: list[Kernel], report: Comp
         out_bytes = [nbytes(Buffer("", g.type(r).shape, g.type(r).dtype.value, "output")) for r in g.outputs]
         source += cuda_run_function(order, b.buffers, b.copies, plan.arena_bytes, len(weights), out_bytes)
         manifest.update(target="cuda")
-    elif steps is None:
+    elif steps is None and not b.regions:
         source += c_run_function(order, b.buffers, b.copies)
+    elif steps is None:
+        segments: list[dict[str, Any]] = []
+        for k, kernel in enumerate(order):
+            if kernel.name in b.regions:
+                segments.append({"step": k})
+            elif not segments or "entry" not in segments[-1]:
+                segments.append({"entry": f"taso_seg{len(segments)}", "kernels": [k]})
+            else:
+                segments[-1]["kernels"].append(k)
+        for seg in segments:
+            if "entry" in seg:
+                source += c_run_function([order[k] for k in seg["kernels"]], b.buffers, {}, seg["entry"])
+        manifest.update(entry=None, segments=segments, steps=region_steps(order, b.regions),
+                        copies={str(i): key for i, key in b.copies.items()})
     else:
         manifest.update(target="accel", entry=None, steps=steps,
                         copies={str(i): key for i, key in b.copies.items()})
+    report.regions = len(b.regions)
+    manifest["stats"] = report.stats()
+
+    def write_regions(stage: Path) -> None:
+        assert write_region is not None or not b.regions
+        for name, sub in b.regions.items():
+            write_region(sub, stage / f"{name}.onnx")
+
     clock = time.perf_counter()
     write_directory(out_dir, {"model.cu" if cuda else "model.c": source, "kernels.ir": "\n".join(loops)}, weights,
-             manifest, write_onnx)
+                    manifest, write_onnx, write_regions)
     report.seconds["gcc"] = time.perf_counter() - clock

@@ -18,7 +18,8 @@ import numpy as np
 
 from codegen import topi
 from codegen.errors import CodegenError
-from codegen.graph import layout
+from codegen.graph import fallback, layout
+from codegen.graph.fallback import Region
 from codegen.graph.partition import Group
 from codegen.lower.ir import Allocate, PrimFunc
 from codegen.lower.lower import lower
@@ -55,7 +56,7 @@ class Buffer:
     key: str
     shape: tuple[int, ...]
     dtype: str
-    kind: str  # input | output | weight | arena
+    kind: str  # input | output | weight | arena | dynamic (a value ONNX Runtime returns, see graph.fallback)
     offset: int = 0  # in weights.bin or the arena
     index: int = 0  # position among the inputs or outputs
 
@@ -91,6 +92,8 @@ class KernelBuilder:
         self.values: dict[str, np.ndarray] = {}
         self.produced: dict[Ref, int] = {n.outputs[0]: layout.PLAIN for n in g.inputs}
         self.steps: list[Lowered] = []
+        self.order: list[Kernel] = []  # every step of a run: the kernels, and the regions ORT runs
+        self.regions: dict[str, Graph] = {}  # a region's kernel name -> its graph (see graph.fallback)
         self.copies: dict[int, str] = {}  # graph output index -> buffer key no kernel writes there
         self.outputs = {r: i for i, r in reversed(list(enumerate(g.outputs)))}
 
@@ -107,6 +110,9 @@ class KernelBuilder:
         key = name if lay == layout.PLAIN else f"{name}@nchw{lay}c"
         if key not in self.buffers:
             t = g.type(ref)
+            if not fallback.held_in_arena(t):  # a region's output that no kernel reads: held by the runtime
+                self.buffers[key] = Buffer(key, (), t.dtype.value if t.dtype else "", "dynamic")
+                return key
             shape = tuple(t.shape) if lay == layout.PLAIN else layout.blocked_shape(t.shape, lay,
                                                                                    segments=self.seg(ref))
             kind, index = "arena", 0
@@ -151,7 +157,21 @@ class KernelBuilder:
         name = f"layout_nchw{dst}c" if dst != layout.PLAIN else "layout_nchw"
         kernel = Kernel("", name, [self.key(ref, src)], [self.key(ref, dst)], f"{name}{shape}",
                         bytes=2 * t.size * t.dtype.numpy.itemsize)
-        self.steps.append(self._lower(kernel, [x], [y], {}, []))
+        self._add(self._lower(kernel, [x], [y], {}, []))
+
+    def region(self, region: Region) -> None:
+        """A run of groups the code generator cannot compile, as one step ONNX Runtime runs: it
+        reads its inputs in NCHW from the buffers kernels wrote and writes its outputs in place."""
+        reads = [self.data(r, layout.PLAIN) for r in region.inputs]
+        writes = [self.key(r, layout.PLAIN) for r in region.outputs]
+        self.produced.update((r, layout.PLAIN) for r in region.outputs)
+        name = f"ort{len(self.regions)}"
+        self.regions[name] = fallback.subgraph(self.g, region)
+        self.order.append(Kernel(name, f"onnxruntime:{region.label}", reads, writes, ""))
+
+    def _add(self, lowered: Lowered) -> None:
+        self.steps.append(lowered)
+        self.order.append(lowered.kernel)
 
     def group(self, group: Group, lay: int) -> None:
         g = self.g
@@ -207,7 +227,7 @@ class KernelBuilder:
         flops = sum(n.op.count_flops([g.type(r) for r in n.inputs], n.types, n.attrs) for n in group.nodes)
         moved = sum(g.type(r).size * g.type(r).dtype.numpy.itemsize for r in [*group.inputs, *group.outputs])
         kernel = Kernel("", group.name, reads, writes, _workload(g, group, lay), flops, moved)
-        self.steps.append(self._lower(kernel, args, outputs, weight_args, hoisted))
+        self._add(self._lower(kernel, args, outputs, weight_args, hoisted))
 
     def _blocked(self, node: Node, lay: int, operand: Callable[[Ref, int], Tensor],
                  arg: Callable[..., Tensor], packed_weight: Callable[[str, int, int], Tensor]) -> tuple[Tensor, ...]:

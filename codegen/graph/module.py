@@ -104,11 +104,13 @@ def _pointer(b: Buffer, inputs: str, outputs: str, weights: str, arena: str) -> 
     return f"({C_TYPES[b.dtype]}*)({base})"
 
 
-def c_run_function(kernels: list[Kernel], buffers: dict[str, Buffer], copies: dict[int, str]) -> str:
+def c_run_function(kernels: list[Kernel], buffers: dict[str, Buffer], copies: dict[int, str],
+                   name: str = "taso_model_run") -> str:
+    """A C function calling `kernels` in order (the whole model, or a segment between regions)."""
     def ptr(key: str) -> str:
         return _pointer(buffers[key], "inputs", "outputs", "weights", "arena")
 
-    lines = ["", "void taso_model_run(void** inputs, void** outputs, char* weights, char* arena) {"]
+    lines = ["", f"void {name}(void** inputs, void** outputs, char* weights, char* arena) {{"]
     for k in kernels:
         lines.append(f"  {k.name}({', '.join(ptr(a) for a in k.args)});")
     for i, key in copies.items():  # outputs that no kernel writes: an input, a weight, a repeat
@@ -117,13 +119,21 @@ def c_run_function(kernels: list[Kernel], buffers: dict[str, Buffer], copies: di
     return "\n".join(lines) + "\n"
 
 
+def region_steps(order: list[Kernel], regions: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every step of a run for the runtime: a kernel of model.so, or a region ONNX Runtime runs
+    from `<name>.onnx` (its tensors are named as the buffers in NCHW it reads and writes)."""
+    return [{"kind": "ort", "kernel": k, "model": f"{kernel.name}.onnx"} if kernel.name in regions
+            else {"kind": "host", "kernel": k} for k, kernel in enumerate(order)]
+
+
 # ---- the directory --------------------------------------------------------------------------
 
 def manifest_of(g: Graph, kernels: list[Kernel], buffers: dict[str, Buffer], arena: int,
                 stats: dict[str, int]) -> dict[str, Any]:
     def tensor(ref: Ref) -> dict[str, Any]:
         t = g.type(ref)
-        return {"name": g.name_of(ref), "shape": list(t.shape), "dtype": t.dtype.value}
+        return {"name": g.name_of(ref), "shape": None if t.shape is None else list(t.shape),
+                "dtype": t.dtype.value if t.dtype else None}
 
     return {
         "format": "taso-py compiled model", "version": MANIFEST_VERSION, "target": "cpu",
@@ -159,8 +169,10 @@ def publish(stage: Path, out_dir: Path) -> None:
 
 
 def write_directory(out_dir: Path, texts: dict[str, str], weights: bytes, manifest: dict[str, Any],
-             write_onnx: Callable[[Path], None] | None) -> None:
-    """Build everything in a staging directory beside `out_dir`, then swap it in."""
+                    write_onnx: Callable[[Path], None] | None,
+                    write_more: Callable[[Path], None] | None = None) -> None:
+    """Build everything in a staging directory beside `out_dir`, then swap it in; `write_more`
+    writes further files into the staging directory (the regions ONNX Runtime runs)."""
     out_dir = Path(out_dir)
     check_destination(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -173,6 +185,8 @@ def write_directory(out_dir: Path, texts: dict[str, str], weights: bytes, manife
         else:
             compile_shared(texts["model.c"], stage / "model.so")
         (stage / "weights.bin").write_bytes(weights)
+        if write_more is not None:
+            write_more(stage)
         if write_onnx is not None:
             write_onnx(stage / "model.onnx")
         (stage / "manifest.json").write_text(json.dumps(manifest, indent=1))
