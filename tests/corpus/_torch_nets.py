@@ -235,6 +235,64 @@ class MlpDropoutBn(nn.Module):
         return self.net(x)
 
 
+class ShuffleUnit(nn.Module):
+    """ShuffleNetV2 unit: channel split (chunk), a depthwise branch, concat, channel shuffle
+    (view -> transpose -> view), then a strided downsampling unit with two branches."""
+
+    def __init__(self, c: int = 16) -> None:
+        super().__init__()
+        half = c // 2
+        self.branch = nn.Sequential(*conv_bn(half, half, 1), nn.ReLU(inplace=True),
+                                    *conv_bn(half, half, 3, groups=half), *conv_bn(half, half, 1),
+                                    nn.ReLU(inplace=True))
+        self.down_left = nn.Sequential(*conv_bn(c, c, 3, 2, groups=c), *conv_bn(c, c, 1), nn.ReLU(inplace=True))
+        self.down_right = nn.Sequential(*conv_bn(c, c, 1), nn.ReLU(inplace=True), *conv_bn(c, c, 3, 2, groups=c),
+                                        *conv_bn(c, c, 1), nn.ReLU(inplace=True))
+
+    @staticmethod
+    def shuffle(x: torch.Tensor, groups: int = 2) -> torch.Tensor:
+        n, c, h, w = x.shape
+        return x.view(n, groups, c // groups, h, w).transpose(1, 2).reshape(n, c, h, w)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b = x.chunk(2, dim=1)
+        x = self.shuffle(torch.cat([a, self.branch(b)], 1))
+        return self.shuffle(torch.cat([self.down_left(x), self.down_right(x)], 1))
+
+
+class MBConvSE(nn.Module):
+    """EfficientNet's MBConv: 1x1 expand with SiLU, depthwise 3x3, squeeze-and-excitation
+    (global pool, two 1x1 convs, sigmoid gate), 1x1 projection, residual."""
+
+    def __init__(self, c: int = 8, expand: int = 4) -> None:
+        super().__init__()
+        hidden = c * expand
+        self.expand = nn.Sequential(*conv_bn(c, hidden, 1), nn.SiLU())
+        self.depthwise = nn.Sequential(*conv_bn(hidden, hidden, 3, groups=hidden), nn.SiLU())
+        self.se = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(hidden, c // 2, 1), nn.SiLU(),
+                                nn.Conv2d(c // 2, hidden, 1), nn.Sigmoid())
+        self.project = nn.Sequential(*conv_bn(hidden, c, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.depthwise(self.expand(x))
+        return x + self.project(y * self.se(y))
+
+
+class UNetBlock(nn.Module):
+    """U-Net step: strided conv down, ConvTranspose2d up, skip concat, conv, sigmoid mask."""
+
+    def __init__(self, c: int = 8) -> None:
+        super().__init__()
+        self.inc = nn.Sequential(nn.Conv2d(3, c, 3, padding=1), nn.ReLU(inplace=True))
+        self.down = nn.Sequential(nn.Conv2d(c, 2 * c, 3, stride=2, padding=1), nn.ReLU(inplace=True))
+        self.up = nn.ConvTranspose2d(2 * c, c, 2, stride=2)
+        self.out = nn.Sequential(nn.Conv2d(2 * c, c, 3, padding=1), nn.ReLU(inplace=True), nn.Conv2d(c, 1, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        skip = self.inc(x)
+        return torch.sigmoid(self.out(torch.cat([skip, self.up(self.down(skip))], 1)))
+
+
 def randomize_bn_stats(net: nn.Module, generator: torch.Generator) -> None:
     """Give every BatchNorm trained-looking statistics.
 

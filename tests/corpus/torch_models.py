@@ -272,6 +272,31 @@ MODELS: list[CorpusModel] = [
         "into Identity(initializer)",
     ),
     torch_model(
+        "shufflenetv2_torch_op13",
+        "ShuffleUnit",
+        (1, 16, 12, 12),
+        13,
+        opaque=("Slice",),
+        note="ShuffleNetV2 units: chunk -> Shape/Gather/Div/Slice (legacy exporter), channel shuffle as "
+        "Reshape/Transpose/Reshape, depthwise convs, a strided two-branch unit",
+    ),
+    torch_model(
+        "efficientnet_mbconv_torch_op13",
+        "MBConvSE",
+        (1, 8, 10, 10),
+        13,
+        note="EfficientNet MBConv: SiLU as Sigmoid*Mul, depthwise conv, squeeze-and-excitation "
+        "(GlobalAveragePool, 1x1 convs, a broadcast Mul gate), residual",
+    ),
+    torch_model(
+        "unet_torch_op13",
+        "UNetBlock",
+        (1, 3, 16, 16),
+        13,
+        opaque=("ConvTranspose",),
+        note="U-Net step: strided Conv, ConvTranspose (stride 2), skip Concat, Sigmoid",
+    ),
+    torch_model(
         "resnet_dynamo_op18",
         "ResNetBasic",
         (1, 3, 16, 16),
