@@ -107,7 +107,7 @@ def test_regions_are_few_where_the_graph_allows(tmp_path: Path) -> None:
 
 def test_the_whole_graph_as_one_region_when_regions_cannot_be_cut(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fallback, "plan", lambda g, groups: None)
+    monkeypatch.setattr(fallback, "plan", lambda g, groups, forced: None)
     compiled, _, r = _compile(_conv_lrn_conv(tmp_path / "m.onnx"), tmp_path / "out")
     assert r["report"].kernel_nodes == 0 and r["report"].regions == 1
     assert [k["group"] for k in compiled.manifest["kernels"]] == ["onnxruntime:conv2d+LRN+add"]
@@ -188,3 +188,21 @@ def test_optimize_writes_an_output_whose_shape_only_ort_knows(tmp_path: Path) ->
     assert result.exit_code == 0, result.output
     written = onnx.load(str(tmp_path / "o.onnx"))
     assert len(written.graph.output[0].type.tensor_type.shape.dim) == 2
+
+
+def test_a_group_whose_kernel_fails_to_build_runs_in_ort(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel the code generator cannot build (here: a compute made to fail) costs that group
+    its kernel, not the model its compile."""
+    from codegen import topi
+    from codegen.errors import CodegenError
+
+    def refuse(*_args: object) -> None:
+        raise CodegenError("not this one")
+
+    monkeypatch.setitem(topi.COMPUTE, "add", refuse)
+    compiled, _, r = _compile(_conv_lrn_conv(tmp_path / "m.onnx"), tmp_path / "out")
+    # the add is fused into the second convolution's group: that group joins the LRN's region
+    assert r["report"].fallback_nodes == 3 and r["report"].regions == 1
+    assert compare_outputs(r["want"], r["got"]).max_rel <= 1e-4
+    assert [k["group"] for k in compiled.manifest["kernels"] if k["group"].startswith("onnx")] == [
+        "onnxruntime:LRN+conv2d+add"]

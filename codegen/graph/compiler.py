@@ -79,14 +79,29 @@ def compile_graph(graph: Graph, out_dir: Path, target: str = "cpu", config_for: 
         block = layout.PLAIN  # NCHW16c is a CPU layout
     elif target != "cpu":
         raise CodegenError(f"unknown target {target!r} (available: cpu, cuda, accel)")
-    report = CompileReport()
     clock = time.perf_counter()
     g = prepare(graph)
-    steps = fallback.plan(g, partition(g))
-    if steps is None:
-        steps = [fallback.whole(g)]
+    groups = partition(g)
+    can_fall_back = target != "cuda" and write_region is not None
+    forced: set[int] = set()  # nodes of groups whose kernel failed to build: ORT runs them
+    while True:
+        report, b, failed = _build(g, groups, forced, can_fall_back, target, config_for, block, progress, clock)
+        if failed is None:
+            break
+        forced.update(n.id for n in failed.nodes)
+    publish_module(g, b, b.order, report, out_dir, write_onnx, write_region=write_region)
+    return report
+
+
+def _build(g: Graph, all_groups: list[Group], forced: set[int], can_fall_back: bool, target: str,
+           config_for: ConfigFor | None, block: int, progress: Callable[[int, int], None] | None, clock: float
+           ) -> tuple[CompileReport, KernelBuilder, Group | None]:
+    """Lower every group and region in run order; the group whose kernel failed to build is
+    returned (to run in ORT on the next try) when regions are possible, else its error raised."""
+    report = CompileReport()
+    steps = fallback.plan(g, all_groups, forced) or [fallback.whole(g)]
     groups = [s for s in steps if isinstance(s, Group)]
-    if len(groups) < len(steps) and (target == "cuda" or write_region is None):
+    if len(groups) < len(steps) and not can_fall_back:
         node = next(n for s in steps if isinstance(s, Region) for n in s.nodes if fallback.unsupported(g, n))
         where = "on --target cuda" if target == "cuda" else "without a region writer"
         raise CodegenError(f"no kernel for {fallback.unsupported(g, node)} {g.name_of(node.outputs[0])!r}, and "
@@ -103,14 +118,18 @@ def compile_graph(graph: Graph, out_dir: Path, target: str = "cpu", config_for: 
     for k, step in enumerate(steps):
         if isinstance(step, Region):
             b.region(step)
-        else:
+            continue
+        try:
             b.group(step, layouts[id(step)])
+        except CodegenError:
+            if not can_fall_back:
+                raise
+            return report, b, step
         if progress:
             progress(k + 1, len(steps))
     b.finish()
     report.seconds["lower"] = time.perf_counter() - clock
-    publish_module(g, b, b.order, report, out_dir, write_onnx, write_region=write_region)
-    return report
+    return report, b, None
 
 
 def prepare(graph: Graph) -> Graph:

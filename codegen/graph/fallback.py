@@ -14,7 +14,7 @@ model still compiles, and the report says that nothing runs on our kernels.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,10 +87,11 @@ def order_groups(g: Graph, groups: Sequence[Group], fallback: Sequence[bool]) ->
     return order
 
 
-def plan(g: Graph, groups: Sequence[Group]) -> list[Group | Region] | None:
+def plan(g: Graph, groups: Sequence[Group], forced: Collection[int] = ()) -> list[Group | Region] | None:
     """Groups and regions in run order, or None when the regions cannot be cut cleanly (then the
-    whole graph is one region: `whole`)."""
-    fallback = [any(unsupported(g, n) for n in grp.nodes) for grp in groups]
+    whole graph is one region: `whole`); the nodes in `forced` run in ORT too (their kernel
+    failed to build)."""
+    fallback = [any(n.id in forced or unsupported(g, n) for n in grp.nodes) for grp in groups]
     if not any(fallback):
         return list(groups)
     users = g.users()
