@@ -22,6 +22,7 @@ from taso_py.graph.normalize import fold_batchnorm, fuse_activations
 from taso_py.library.store import Library
 from taso_py.library.terms import Rule, Var, term_names
 from taso_py.onnx_io import OnnxModel
+from taso_py.onnx_io.names import avoid_names
 from taso_py.search.backtracking import Outcome, Settings, search
 
 
@@ -85,6 +86,8 @@ def optimize(model: OnnxModel, library: Library, model_cost: CostModel, settings
              progress: Callable[[int, float], None] | None = None) -> Optimized:
     rules = directed_rules(library)
     graph = model.graph.copy()
+    # every node made from here on (normal forms, rewrites, folds) gets a name the model does not use
+    avoid_names(graph, model.origin.names | set(graph.output_names))
     folded = fold_batchnorm(graph)
     fused = fuse_activations(graph)
     prepare_graph(graph, model_cost)

@@ -1,5 +1,5 @@
-"""Running models in ONNX Runtime: random inputs, and the equivalence check every rewrite
-must pass before taso-py writes a model."""
+"""Running models in ONNX Runtime: random inputs, and the one equivalence criterion every
+rewritten or compiled model must meet (`compare_outputs`, `check_equivalent`)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ import onnx
 from taso_py.errors import InputError
 from taso_py.graph import Graph
 from taso_py.onnx_io.reader import first_line
+
+INF = float("inf")
 
 
 def random_feeds(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
@@ -55,10 +57,16 @@ def session(model: onnx.ModelProto | str | Path, threads: int = 0) -> object:
 
 def run(model: onnx.ModelProto | str | Path, feeds: Mapping[str, np.ndarray], threads: int = 0
         ) -> dict[str, np.ndarray]:
+    return run_sets(model, [feeds], threads)[0]
+
+
+def run_sets(model: onnx.ModelProto | str | Path, feed_sets: Sequence[Mapping[str, np.ndarray]], threads: int = 0
+             ) -> list[dict[str, np.ndarray]]:
+    """The outputs by name for each input set, from one session."""
     sess = session(model, threads)
     names = [o.name for o in sess.get_outputs()]
     try:
-        return dict(zip(names, sess.run(names, dict(feeds))))
+        return [dict(zip(names, sess.run(names, dict(feeds)))) for feeds in feed_sets]
     except Exception as e:  # ORT raises its own exception types
         raise InputError(f"ONNX Runtime failed to run the model: {first_line(e)}") from None
 
@@ -102,49 +110,199 @@ def latency(original: onnx.ModelProto | str | Path, optimized: onnx.ModelProto |
                    threads or os.cpu_count() or 1)
 
 
+DEFAULT_RTOL = 1e-4
+CHECK_SEEDS = 2  # random input sets every rewritten model is checked on
+MEASURES = {"normwise_error": "max|a-b| / max|a| over an output's finite elements (judged)",
+            "max_elementwise_error": "max |a-b| / (|a| + tiny), tiny the smallest normal number of the "
+                                     "output's float type (reported, not judged)"}
+
+
+def criterion(rtol: float = DEFAULT_RTOL, atol: float = 0.0) -> str:
+    """The equivalence criterion in words, as reports print it."""
+    floor = f" (or max|a-b| <= {atol:g})" if atol else ""
+    return (f"per output, max|a-b| / max|a| <= {rtol:g}{floor}; NaN/Inf at the same positions; integer, bool "
+            "and string outputs equal; shapes and dtypes equal")
+
+
+@dataclass(frozen=True)
+class OutputError:
+    """How one output of a candidate differs from the reference's (worst over the input sets).
+
+    `normwise` is max|a-b| / max|a| over the finite elements: what the criterion bounds, since a
+    sum of thousands of terms taken in another order moves every element by about eps·max|a|, so an
+    element near zero has a large error of its own while the output is right. `elementwise` is
+    max |a-b| / (|a| + tiny) (tiny: the smallest normal number of the output's float type), the
+    worst single element, at `worst_index`: reported, never judged. `problem` says why the output
+    fails whatever the tolerance (shape, dtype, NaN/Inf positions, integers differ), or is "".
+    """
+
+    name: str
+    max_abs: float
+    normwise: float
+    elementwise: float
+    worst_index: tuple[int, ...] | None = None
+    problem: str = ""
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "max_abs_error": self.max_abs, "normwise_error": self.normwise,
+                "max_elementwise_error": self.elementwise,
+                "worst_element": list(self.worst_index) if self.worst_index is not None else None,
+                "problem": self.problem or None}
+
+
 @dataclass(frozen=True)
 class Comparison:
-    """Largest errors of a candidate's outputs against a reference's (same names)."""
+    """A candidate's outputs against a reference's, by the one criterion (see `compare_outputs`).
+
+    `max_rel` is the largest normwise error max|a-b| / max|a| of any output, `max_elem_rel` the
+    largest per-element error max |a-b| / (|a| + tiny), `worst_output` the output that fails (or has
+    the largest normwise error), `inputs` how many random input sets were compared.
+    """
 
     max_abs: float
     max_rel: float
     ok: bool
     worst_output: str
+    max_elem_rel: float = 0.0
+    rtol: float = DEFAULT_RTOL
+    atol: float = 0.0
+    inputs: int = 1
+    outputs: tuple[OutputError, ...] = ()
+
+    @property
+    def worst(self) -> OutputError | None:
+        return next((o for o in self.outputs if o.name == self.worst_output), None)
+
+    def describe(self) -> str:
+        """One line about the worst output: what is wrong with it, or how close it is."""
+        w = self.worst or OutputError(self.worst_output, self.max_abs, self.max_rel, self.max_elem_rel)
+        if w.problem:
+            return f"output {w.name!r}: {w.problem}"
+        where = f" at {list(w.worst_index)}" if w.worst_index is not None else ""
+        verdict = "" if self.ok else f" > rtol {self.rtol:g}"
+        return (f"output {w.name!r}: normwise error max|a-b| / max|a| {w.normwise:.3g}{verdict} (max abs error "
+                f"{w.max_abs:.3g}; worst element |a-b| / (|a| + tiny) {w.elementwise:.3g}{where})")
 
     def to_json(self) -> dict:
-        return {"max_abs_error": self.max_abs, "max_rel_error": self.max_rel, "ok": self.ok,
-                "worst_output": self.worst_output}
+        return {"ok": self.ok, "criterion": criterion(self.rtol, self.atol), "rtol": self.rtol, "atol": self.atol,
+                "input_sets": self.inputs, "worst_output": self.worst_output,
+                "max_abs_error": self.max_abs, "max_rel_error": self.max_rel, "normwise_error": self.max_rel,
+                "max_elementwise_error": self.max_elem_rel, "measures": MEASURES,
+                "outputs": [o.to_json() for o in self.outputs]}
+
+
+def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(int(i) for i in np.unravel_index(flat, shape)) if shape else ()
+
+
+def _tiny(dtype: np.dtype) -> float:
+    """The smallest normal number of a float type (float32's for types numpy has no finfo of)."""
+    try:
+        return float(np.finfo(dtype).tiny)
+    except (TypeError, ValueError):
+        return float(np.finfo(np.float32).tiny)
+
+
+def compare_output(name: str, a: np.ndarray, b: np.ndarray) -> OutputError:
+    """The errors of candidate `b` against reference `a` (see `OutputError`)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return OutputError(name, INF, INF, INF, None, f"shape {b.shape} differs from the reference's {a.shape}")
+    if a.dtype != b.dtype:
+        return OutputError(name, INF, INF, INF, None, f"dtype {b.dtype} differs from the reference's {a.dtype}")
+    if a.dtype.kind in "biuOSU":  # integers, bools, strings: equal or wrong
+        differ = a != b
+        if not differ.any():
+            return OutputError(name, 0.0, 0.0, 0.0)
+        first = _index(int(np.argmax(differ)), a.shape)
+        return OutputError(name, INF, INF, INF, first, f"{int(differ.sum())} of {a.size} elements differ "
+                           f"({a.dtype} output: must be equal), first at {list(first)}: {a[first]!r} vs {b[first]!r}")
+    finite_a, finite_b = np.isfinite(a), np.isfinite(b)
+    special = ~(finite_a & finite_b)
+    # NaN where NaN, +inf where +inf, -inf where -inf
+    mismatch = special & ~((np.isnan(a) & np.isnan(b)) | (a == b))
+    if mismatch.any():
+        first = _index(int(np.argmax(mismatch)), a.shape)
+        return OutputError(name, INF, INF, INF, first, f"NaN/Inf at different positions ({int(mismatch.sum())} "
+                           f"elements, first at {list(first)}: {a[first]} vs {b[first]})")
+    both = ~special
+    wide = np.complex128 if a.dtype.kind == "c" else np.float64
+    a64 = np.where(both, a, 0).astype(wide)
+    b64 = np.where(both, b, 0).astype(wide)
+    diff = np.abs(a64 - b64)
+    max_abs = float(diff.max(initial=0.0))
+    scale = float(np.abs(a64).max(initial=0.0))
+    normwise = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else INF)
+    per_element = diff / (np.abs(a64) + _tiny(a.dtype))
+    worst = int(np.argmax(per_element)) if per_element.size else 0
+    elementwise = float(per_element.flat[worst]) if per_element.size else 0.0
+    return OutputError(name, max_abs, normwise, elementwise, _index(worst, a.shape) if a.size else None)
+
+
+def _passes(e: OutputError, rtol: float, atol: float) -> bool:
+    return not e.problem and (e.normwise <= rtol or e.max_abs <= atol)
+
+
+def _worse(e: OutputError, other: OutputError) -> OutputError:
+    """Per output, the worst of two input sets."""
+    if e.problem or other.problem:
+        return e if e.problem else other
+    index = e.worst_index if e.elementwise >= other.elementwise else other.worst_index
+    return OutputError(e.name, max(e.max_abs, other.max_abs), max(e.normwise, other.normwise),
+                       max(e.elementwise, other.elementwise), index)
+
+
+def _verdict(errors: Sequence[OutputError], rtol: float = DEFAULT_RTOL, atol: float = 0.0,
+            inputs: int = 1) -> Comparison:
+    """The verdict over a set of outputs: every one must pass."""
+    failing = [e for e in errors if not _passes(e, rtol, atol)]
+    pool = failing or list(errors)
+    worst = max(pool, key=lambda e: (bool(e.problem), e.normwise), default=None)
+    return Comparison(max((e.max_abs for e in errors), default=0.0), max((e.normwise for e in errors), default=0.0),
+                      not failing, worst.name if worst else "", max((e.elementwise for e in errors), default=0.0),
+                      rtol, atol, inputs, tuple(errors))
 
 
 def compare_outputs(reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray],
-                    rtol: float = 1e-4, atol: float = 1e-5) -> Comparison:
-    """`ok` when every element satisfies |a - b| <= atol + rtol * |a|; rel error is max|a-b| / max|a|."""
-    worst = ("", 0.0, 0.0)
-    ok = True
-    for name, a in reference.items():
-        if name not in candidate:
-            raise InputError(f"output {name!r} is missing from the rewritten model")
-        b = candidate[name]
-        if a.shape != b.shape:
-            return Comparison(float("inf"), float("inf"), False, name)
-        a64, b64 = a.astype(np.float64), b.astype(np.float64)
-        diff = np.abs(a64 - b64)
-        nan_mismatch = np.isnan(a64) != np.isnan(b64)
-        diff = np.where(np.isnan(a64) & np.isnan(b64), 0.0, diff)
-        abs_err = float(diff.max(initial=0.0)) if not nan_mismatch.any() else float("inf")
-        rel_err = abs_err / max(float(np.abs(np.nan_to_num(a64)).max(initial=0.0)), 1e-30)
-        ok = ok and not nan_mismatch.any() and bool(np.all(diff <= atol + rtol * np.abs(np.nan_to_num(a64))))
-        if rel_err >= worst[2]:
-            worst = (name, abs_err, rel_err)
-    return Comparison(worst[1], worst[2], ok, worst[0])
+                    rtol: float = DEFAULT_RTOL, atol: float = 0.0) -> Comparison:
+    """taso-py's one equivalence criterion, on the outputs of one input set: per output, max|a-b| /
+    max|a| <= rtol (or max|a-b| <= atol, an absolute floor, 0 by default), NaN and ±Inf at the same
+    positions, integer/bool/string outputs equal, shapes and dtypes equal (see `OutputError`)."""
+    return compare_output_sets([reference], [candidate], rtol, atol)
+
+
+def compare_output_sets(references: Sequence[Mapping[str, np.ndarray]],
+                        candidates: Sequence[Mapping[str, np.ndarray]],
+                        rtol: float = DEFAULT_RTOL, atol: float = 0.0) -> Comparison:
+    """`compare_outputs` over several input sets: each output at its worst over the sets."""
+    errors: dict[str, OutputError] = {}
+    for reference, candidate in zip(references, candidates):
+        for name, a in reference.items():
+            if name not in candidate or candidate[name] is None:
+                e = OutputError(name, INF, INF, INF, None, "missing from the candidate's outputs")
+            else:
+                e = compare_output(name, a, candidate[name])
+            errors[name] = _worse(errors[name], e) if name in errors else e
+    return _verdict(list(errors.values()), rtol, atol, len(references))
 
 
 def compare_models(reference: onnx.ModelProto | str | Path, candidate: onnx.ModelProto | str | Path,
-                   feeds: Mapping[str, np.ndarray], rtol: float = 1e-4, atol: float = 1e-5,
-                   outputs: Sequence[str] | None = None) -> Comparison:
-    """Run both models in ONNX Runtime on the same inputs and compare their outputs."""
-    want = run(reference, feeds)
-    got = run(candidate, feeds)
+                   feeds: Mapping[str, np.ndarray] | Sequence[Mapping[str, np.ndarray]],
+                   rtol: float = DEFAULT_RTOL, atol: float = 0.0, outputs: Sequence[str] | None = None
+                   ) -> Comparison:
+    """Run both models in ONNX Runtime on the same input sets (one, or a list) and compare their
+    outputs by `compare_outputs`, each output at its worst over the sets."""
+    sets = [feeds] if isinstance(feeds, Mapping) else list(feeds)
+    want = run_sets(reference, sets)
+    got = run_sets(candidate, sets)
     if outputs is not None:
-        want = {k: v for k, v in want.items() if k in outputs}
-    return compare_outputs(want, got, rtol, atol)
+        want = [{k: v for k, v in w.items() if k in outputs} for w in want]
+    return compare_output_sets(want, got, rtol, atol)
+
+
+def check_equivalent(reference: onnx.ModelProto | str | Path, candidate: onnx.ModelProto | str | Path,
+                     graph: Graph, seed: int = 0, rtol: float = DEFAULT_RTOL, atol: float = 0.0,
+                     seeds: int = CHECK_SEEDS) -> Comparison:
+    """The check a rewritten model must pass before it is written: `compare_models` on `seeds`
+    random input sets (seeds `seed`, `seed + 1`, ...) for the inputs of `graph`."""
+    return compare_models(reference, candidate, [random_feeds(graph, seed + k) for k in range(seeds)], rtol, atol)

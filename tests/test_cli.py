@@ -213,3 +213,20 @@ def test_directory_and_missing_output_dir(tmp_path: Path) -> None:
 def test_bundled_example_is_the_seeded_suite_model() -> None:
     """`make example` regenerates it byte for byte."""
     assert onnx.load(str(EXAMPLE)).SerializeToString() == models.build("inception_v3", "small").SerializeToString()
+
+
+def test_future_opset_is_refused_by_every_command(tmp_path: Path) -> None:
+    """A default-domain opset newer than onnx knows: `taso info` used to exit 0 without a word;
+    now info, convert and optimize all refuse it with the same line (exit 2)."""
+    newest = onnx.defs.onnx_opset_version()
+    path = save(tiny([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2, 3])], [vi("y", [2, 3])],
+                     opset=newest + 71), tmp_path / "future.onnx")
+    before = digest(path)
+    for args in (("info",), ("info", "--json"), ("convert", "-o", tmp_path / "c.onnx"),
+                 ("optimize", "--cost", "analytical", "-o", tmp_path / "o.onnx")):
+        assert_bad_input(taso(args[0], path, *args[1:]), f"opset {newest + 71}", f"(opset {newest},")
+    assert digest(path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["future.onnx"]
+    at_newest = save(tiny([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2, 3])], [vi("y", [2, 3])],
+                          opset=newest), tmp_path / "newest.onnx")
+    assert taso("info", at_newest).exit_code == 0

@@ -156,7 +156,7 @@ def test_cli_compile_reports_fallback_and_its_check(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["fallback_nodes"] == 1 and doc["kernel_nodes"] >= 2 and doc["onnxruntime_regions"] == 1
-    assert doc["check"]["seeds"] == 2 and doc["check"]["max_rel_error"] <= 1e-4
+    assert doc["check"]["input_sets"] == 2 and doc["check"]["max_rel_error"] <= 1e-4
     run = CliRunner().invoke(main, ["run", str(tmp_path / "out"), "--check"])
     assert run.exit_code == 0, run.output
 

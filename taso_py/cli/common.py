@@ -14,7 +14,7 @@ import click
 
 from taso_py.errors import InputError, TasoError
 from taso_py.onnx_io import OnnxModel, load_model, parse_input_shapes, save_model
-from taso_py.runtime import Comparison, compare_models, random_feeds
+from taso_py.runtime import DEFAULT_RTOL, Comparison, check_equivalent
 
 
 class TasoGroup(click.Group):
@@ -73,8 +73,10 @@ def input_shape_option(f: Callable) -> Callable:
 
 def check_options(f: Callable) -> Callable:
     """--no-check, --rtol, --atol: the equivalence check before a rewritten model is written."""
-    f = click.option("--atol", default=1e-5, show_default=True, help="Absolute tolerance of the check.")(f)
-    f = click.option("--rtol", default=1e-4, show_default=True, help="Relative tolerance of the check.")(f)
+    f = click.option("--atol", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
+                     help="An output also passes when max|a-b| <= ATOL (for outputs that are all zeros).")(f)
+    f = click.option("--rtol", type=click.FloatRange(min=0.0), default=DEFAULT_RTOL, show_default=True,
+                     help="The check: per output, max|a-b| / max|a| <= RTOL, on two seeded random input sets.")(f)
     return click.option("--no-check", is_flag=True, help="Skip the ONNX Runtime comparison with the original.")(f)
 
 
@@ -97,17 +99,16 @@ class CheckFailed(TasoError):
 def save_checked(original: Path, model: OnnxModel, target: Path, what: str, check: bool, rtol: float, atol: float,
                  seed: int = 0, then: Callable[[Path], None] | None = None) -> Comparison | None:
     """Write `model` to `target` atomically, but only once ORT gives it the original's outputs on
-    seeded random inputs (unless `check` is off) and `then`, given the staged file, has not
-    raised; the comparison, or None when unchecked."""
+    two seeded random input sets by `runtime.check_equivalent` (unless `check` is off) and `then`,
+    given the staged file, has not raised; the comparison, or None when unchecked."""
     result: list[Comparison] = []
 
     def verify(staged: Path) -> None:
         if check:
-            comparison = compare_models(original, staged, random_feeds(model.graph, seed), rtol, atol)
+            comparison = check_equivalent(original, staged, model.graph, seed, rtol, atol)
             result.append(comparison)
             if not comparison.ok:
-                raise CheckFailed(f"{what} model differs from the original on output {comparison.worst_output!r}: "
-                                  f"max abs error {comparison.max_abs:.3g}, max rel error {comparison.max_rel:.3g}; "
+                raise CheckFailed(f"{what} model differs from the original on {comparison.describe()}; "
                                   "nothing written")
         if then is not None:
             then(staged)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 import tempfile
 import time
@@ -17,10 +16,12 @@ from taso_py.cli.common import CheckFailed, emit_json, input_shape_option, json_
 from taso_py.cli.rules import library_option
 from taso_py.library.store import load as load_library
 from taso_py.onnx_io import save_model
+from taso_py.onnx_io.exporter import region_writer
 from taso_py.onnx_io.model import OnnxModel
 from taso_py.optimizer import cost_model, optimize
-from taso_py.runtime import compare_models, compare_outputs, random_feeds
+from taso_py.runtime import CHECK_SEEDS, DEFAULT_RTOL, check_equivalent, compare_output_sets, compare_outputs
 from taso_py.runtime import run as ort_run
+from taso_py.runtime import run_sets as ort_run_sets
 from taso_py.search.backtracking import Settings
 
 
@@ -90,7 +91,8 @@ def compile_command(model: Path, target: str, out: Path, no_optimize: bool, libr
                 reports[label] = compile_graph(
                     candidate.graph, stage / label, target, config_for,
                     write_onnx=lambda path, c=candidate, k=checked: _save_checked(model, c, path, k),
-                    progress=lambda done, total, t=task: bar.update(t, completed=done, total=total))
+                    progress=lambda done, total, t=task: bar.update(t, completed=done, total=total),
+                    write_region=region_writer(candidate.origin))
             kept = "optimized"
             if race:
                 from codegen.runtime import CompiledModel, side_by_side
@@ -98,6 +100,8 @@ def compile_command(model: Path, target: str, out: Path, no_optimize: bool, libr
                 t = side_by_side(CompiledModel(stage / "original"), CompiledModel(stage / "optimized"), speed_runs)
                 kept = "optimized" if t.speedup >= 1.0 else "original"
                 speed = {**t.to_json(), "predicted_speedup": round(predicted, 4), "kept": kept}
+            bar.add_task(f"checking the compiled module against {Path(model).name} in ONNX Runtime", total=None)
+            check = _check_module(model, stage / kept, target)
         publish(stage / kept, Path(out))
     finally:
         shutil.rmtree(stage, ignore_errors=True)
@@ -109,7 +113,9 @@ def compile_command(model: Path, target: str, out: Path, no_optimize: bool, libr
            "rewrites": rewrites, "groups": report.groups, "kernels": report.kernels,
            "unique_kernels": report.unique_kernels, "arena_bytes": report.arena_bytes,
            "intermediate_bytes_unshared": report.unshared_bytes, "weight_bytes": report.weight_bytes,
-           "accel_layers": report.accel_layers, "tuning_trials": trials, "speed": speed, "seconds": round(seconds, 2),
+           "accel_layers": report.accel_layers, "kernel_nodes": report.kernel_nodes,
+           "fallback_nodes": report.fallback_nodes, "onnxruntime_regions": report.regions,
+           "check": check, "tuning_trials": trials, "speed": speed, "seconds": round(seconds, 2),
            "stage_seconds": {k: round(v, 3) for k, v in report.seconds.items()}}
     if as_json:
         emit_json(doc)
@@ -123,19 +129,49 @@ def compile_command(model: Path, target: str, out: Path, no_optimize: bool, libr
     console.print(f"{opt}{report.groups} fused groups → {report.kernels} kernels ({report.unique_kernels} distinct); "
                   f"intermediates in a {report.arena_bytes / 2**20:.1f} MiB arena "
                   f"(unshared: {report.unshared_bytes / 2**20:.1f} MiB); {seconds:.1f} s", highlight=False)
+    if report.fallback_nodes:
+        console.print(f"{report.kernel_nodes} nodes on taso-py's kernels, {report.fallback_nodes} without a kernel "
+                      f"run by ONNX Runtime inside the module ({report.regions} regions)", highlight=False)
+    if "max_rel_error" in check:
+        console.print(f"checked against {Path(model).name} in ONNX Runtime on {check['input_sets']} input sets: "
+                      f"normwise error {check['max_rel_error']:.3g} (max|a-b| / max|a| <= {check['rtol']:g})",
+                      highlight=False)
+    else:
+        console.print(f"not checked: {check['skipped']}", highlight=False)
     console.print(f"wrote {out}", highlight=False)
 
 
 def _save_checked(original: Path, graph_model: OnnxModel, path: Path, check: bool) -> None:
     """The graph being compiled, as ONNX (what `taso run --check` compares with); a superoptimized
-    graph is first checked against the original model in ONNX Runtime, as `taso optimize` does."""
+    graph is first checked against the original model in ONNX Runtime by the criterion `taso
+    optimize` uses (`runtime.check_equivalent`: two seeded input sets)."""
     def verify(staged: Path) -> None:
-        result = compare_models(original, staged, random_feeds(graph_model.graph))
+        result = check_equivalent(original, staged, graph_model.graph)
         if not result.ok:
-            raise CheckFailed(f"the optimized graph differs from {original.name} on output "
-                              f"{result.worst_output!r} (max rel error {result.max_rel:.3g}); nothing compiled")
+            raise CheckFailed(f"the optimized graph differs from {original.name} on {result.describe()}; "
+                              "nothing compiled")
 
     save_model(graph_model, path, before_publish=verify if check else None)
+
+
+def _check_module(original: Path, directory: Path, target: str) -> dict:
+    """Run the compiled module and the original model in ONNX Runtime on the same seeded input
+    sets, judged by the one criterion (`runtime.compare_output_sets`); a difference is a
+    CheckFailed (exit 1) and the directory is not published."""
+    from codegen.backends.cuda import device_count
+    from codegen.graph.accel import ACCEL_RTOL
+    from codegen.runtime import CompiledModel, random_inputs
+
+    if target == "cuda" and device_count() == 0:
+        return {"skipped": "no CUDA device on this machine to run the module on"}
+    compiled = CompiledModel(directory)
+    sets = [random_inputs(compiled, seed) for seed in range(CHECK_SEEDS)]
+    tolerance = ACCEL_RTOL if target == "accel" else DEFAULT_RTOL
+    result = compare_output_sets(ort_run_sets(original, sets), [compiled.run(feeds) for feeds in sets], tolerance)
+    if not result.ok:
+        raise CheckFailed(f"the compiled module differs from {Path(original).name} on {result.describe()}; "
+                          "nothing written")
+    return result.to_json()
 
 
 @click.command("run")
@@ -167,13 +203,10 @@ def run_command(directory: Path, check: bool, repeat: int, profile: bool, seed: 
         reference = directory / "model.onnx"
         if not reference.is_file():
             raise CheckFailed(f"{directory} has no model.onnx to check against")
-        # relative to each output's largest magnitude: a dot product of thousands of terms summed in
-        # another order differs by ~1e-5 absolute, which is large next to an output near zero
-        tolerance = rtol if rtol is not None else ACCEL_RTOL if quantized else 1e-4
-        comparison = compare_outputs(ort_run(reference, feeds), outputs)
-        comparison = dataclasses.replace(comparison, ok=comparison.max_rel <= tolerance)
-        doc["check"] = {**comparison.to_json(), "criterion": f"max|a-b| / max|a| <= {tolerance:g}"
-                        + (" (int8 layers)" if quantized else "")}
+        # the one criterion (runtime.compare_outputs), on this run's inputs; int8 layers get a wider rtol
+        tolerance = rtol if rtol is not None else ACCEL_RTOL if quantized else DEFAULT_RTOL
+        comparison = compare_outputs(ort_run(reference, feeds), outputs, tolerance)
+        doc["check"] = {**comparison.to_json(), "int8_layers": quantized}
     if compiled.stats:
         cycles = sum(st.cycles for st in compiled.stats)
         macs = sum(st.macs for st in compiled.stats)
@@ -192,8 +225,8 @@ def run_command(directory: Path, check: bool, repeat: int, profile: bool, seed: 
             console.print(f"output {name}: {tuple(shape)}", highlight=False)
         if comparison is not None:
             verdict = "matches" if comparison.ok else "DIFFERS from"
-            console.print(f"{verdict} ONNX Runtime: max abs error {comparison.max_abs:.3g}, "
-                          f"max rel error {comparison.max_rel:.3g} ({doc['check']['criterion']})", highlight=False)
+            console.print(f"{verdict} ONNX Runtime: {comparison.describe()}; criterion: max|a-b| / max|a| <= "
+                          f"{tolerance:g} per output" + (" (int8 layers)" if quantized else ""), highlight=False)
         if "accelerator" in doc:
             a = doc["accelerator"]
             console.print(f"accelerator: {a['layers']} layers, {a['cycles']:,} cycles, {a['macs']:,} MACs",
@@ -208,5 +241,4 @@ def run_command(directory: Path, check: bool, repeat: int, profile: bool, seed: 
                               f"{k['gflops']:.1f}", f"{k['gbytes']:.1f}")
             console.print(table)
     if comparison is not None and not comparison.ok:
-        raise CheckFailed(f"compiled model differs from ONNX Runtime on output {comparison.worst_output!r}: "
-                          f"max rel error {comparison.max_rel:.3g}")
+        raise CheckFailed(f"compiled model differs from ONNX Runtime on {comparison.describe()}")

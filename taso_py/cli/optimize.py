@@ -96,7 +96,8 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
         console.print(_table(result, pricing.unit))
         o = result.outcome
         gain = o.original_cost / o.cost if o.cost else 1.0
-        checked = f"; ORT check: max rel error {check.max_rel:.2g}" if check else "; not checked"
+        checked = (f"; ORT check on {check.inputs} input sets: normwise error max|a-b| / max|a| {check.max_rel:.2g} "
+                   f"(worst element |a-b| / (|a| + tiny) {check.max_elem_rel:.2g})" if check else "; not checked")
         fused = result.batchnorms_folded + result.activations_fused
         folded = (f" ({result.batchnorms_folded} batch norms and {result.activations_fused} activations fused "
                   "into convolutions first, as ORT does)") if fused else ""

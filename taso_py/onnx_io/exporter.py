@@ -20,6 +20,7 @@ from onnx import helper, numpy_helper
 from taso_py.errors import InputError
 from taso_py.graph import Graph, Ref
 from taso_py.onnx_io.model import OnnxModel, OnnxOrigin
+from taso_py.onnx_io.names import NameSource
 from taso_py.onnx_io.reader import first_line
 from taso_py.ops.onnx_map import ExportNode
 
@@ -32,23 +33,19 @@ PRODUCER = "taso-py"
 class _Writer:
     """ExportContext: collects nodes and initializers with fresh, collision-free names."""
 
-    def __init__(self, taken: set[str], opset: int, data_file: str | None) -> None:
+    def __init__(self, names: NameSource, opset: int, data_file: str | None) -> None:
         self.opset = opset
+        self.names = names
+        self.outer: set[str] = set()  # outer-scope names an Identity has restored
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
         self.external: list[tuple[int, np.ndarray]] = []  # (offset in data_file, value)
         self._data_file = data_file
         self._data_size = 0
-        self._taken = taken
-        self._counter = 0
         self._consts: dict[tuple, str] = {}
 
     def fresh(self, hint: str) -> str:
-        while f"{hint}_{self._counter}" in self._taken:
-            self._counter += 1
-        name = f"{hint}_{self._counter}"
-        self._taken.add(name)
-        return name
+        return self.names.fresh(hint)
 
     def emit(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str] | int = 1, **attrs: Any) -> list[str]:
         outs = [self.fresh(op_type.lower()) for _ in range(outputs)] if isinstance(outputs, int) else list(outputs)
@@ -88,10 +85,20 @@ def external_tensor(name: str, value: np.ndarray, location: str, offset: int) ->
     return tensor
 
 
-def _final_names(graph: Graph, live: set[int]) -> tuple[dict[Ref, str], list[tuple[str, str]]]:
+def _final_names(graph: Graph, live: set[int], model_names: frozenset[str]
+                 ) -> tuple[dict[Ref, str], list[tuple[str, str]], NameSource]:
     """Tensor names to write, with outputs renamed to the graph's output names where that is
-    possible, and the (source, output) pairs that need an Identity node instead."""
+    possible, the (source, output) pairs that need an Identity node instead, and the source of
+    fresh names for the rest of the export (it avoids these and every name of the source model).
+
+    A tensor that is not an output but holds an output's name (possible in graphs built by hand)
+    is renamed, so that the Identity writing that output cannot produce a name twice."""
     names = {r: n.names[r.index] for n in graph.nodes.values() if n.id in live for r in n.outputs}
+    source = NameSource(set(names.values()) | set(graph.output_names) | model_names)
+    wanted = dict(zip(graph.output_names, graph.outputs))
+    for ref, name in names.items():
+        if name in wanted and wanted[name] != ref and graph.node(ref).op.name != "input":
+            names[ref] = source.fresh(graph.node(ref).op.name)
     taken = set(names.values())
     identities: list[tuple[str, str]] = []
     renamed: set[Ref] = set()  # renamed to an earlier output's name: a second output gets an Identity
@@ -106,11 +113,34 @@ def _final_names(graph: Graph, live: set[int]) -> tuple[dict[Ref, str], list[tup
             renamed.add(ref)
         else:
             identities.append((names[ref], out))
-    return names, identities
+    return names, identities, source
 
 
 def _value_info(name: str, t: Any) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(t.dtype.numpy), list(t.shape))
+
+
+def _output_info(name: str, t: Any) -> onnx.ValueInfoProto:
+    """A graph output's type; one whose shape only the data decides (NonZero) is left empty here
+    and filled in by `_infer_open_outputs`."""
+    return _value_info(name, t) if t.is_known else helper.make_empty_tensor_value_info(name)
+
+
+def _infer_open_outputs(proto: onnx.ModelProto) -> None:
+    """Graph outputs with unknown shapes get the rank and element type onnx's shape inference
+    finds (e.g. NonZero: int64 [2, ?]); the checker refuses a graph output without a shape."""
+    open_outputs = [o for o in proto.graph.output if not o.type.tensor_type.HasField("shape")]
+    if not open_outputs:
+        return
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto)
+    except (onnx.shape_inference.InferenceError, ValueError):
+        return
+    found = {v.name: v.type for v in [*inferred.graph.value_info, *inferred.graph.output]
+             if v.type.tensor_type.HasField("shape")}
+    for o in open_outputs:
+        if o.name in found:
+            o.type.CopyFrom(found[o.name])
 
 
 def weight_bytes(graph: Graph) -> int:
@@ -134,8 +164,8 @@ def _export(model: OnnxModel, data_file: str | None) -> tuple[onnx.ModelProto, l
     """The model proto, and with `data_file` the large weights to write there at their offsets."""
     graph, origin = model.graph, model.origin
     live = graph.live_ids() | set(graph.input_ids)
-    names, identities = _final_names(graph, live)
-    w = _Writer(set(names.values()) | set(graph.output_names), model.opset, data_file)
+    names, identities, fresh = _final_names(graph, live, origin.names)
+    w = _Writer(fresh, model.opset, data_file)
     inputs = []
     for node in graph.topo_order():
         if node.id not in live:
@@ -154,10 +184,11 @@ def _export(model: OnnxModel, data_file: str | None) -> tuple[onnx.ModelProto, l
                                               node.types))
     for source, out in identities:
         w.emit("Identity", [source], [out])
-    outputs = [_value_info(n, graph.type(r)) if graph.type(r).is_known else helper.make_empty_tensor_value_info(n)
-               for r, n in zip(graph.outputs, graph.output_names)]
+    outputs = [_output_info(n, graph.type(r)) for r, n in zip(graph.outputs, graph.output_names)]
     proto = helper.make_graph(w.nodes, graph.name, inputs, outputs, w.initializers)
-    return _model(proto, origin), w.external
+    model_proto = _model(proto, origin)
+    _infer_open_outputs(model_proto)
+    return model_proto, w.external
 
 
 def _write_opaque(w: _Writer, a: Any, ins: list[str], outs: list[str]) -> None:
@@ -172,7 +203,8 @@ def _write_opaque(w: _Writer, a: Any, ins: list[str], outs: list[str]) -> None:
     node.ClearField("output")
     node.output.extend(renamed)
     for name, current in zip(a.outer, ins[len(ins) - len(a.outer):]):
-        if name != current:
+        if name != current and name not in w.outer:  # once, however many nodes read it
+            w.outer.add(name)
             w.emit("Identity", [current], [name])
     w.nodes.append(node)
 
@@ -234,3 +266,9 @@ def _stage(model: OnnxModel | Graph, staged: Path, data_name: str) -> bool:
                 f.write(np.ascontiguousarray(value, value.dtype.newbyteorder("<")).data)
     onnx.save_model(proto, str(staged))
     return large
+
+
+def region_writer(origin: OnnxOrigin) -> Callable[[Graph, Path], None]:
+    """Writes a part of a model (a region the compiled module runs in ONNX Runtime) as a model of
+    its own, at the opsets and with the local functions of the model it came from."""
+    return lambda graph, path: save_model(OnnxModel(graph, origin), path)

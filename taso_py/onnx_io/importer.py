@@ -26,6 +26,7 @@ from taso_py import ops
 from taso_py.errors import InputError, TasoError, Unsupported
 from taso_py.graph import Graph, Ref, fold_constants, validate
 from taso_py.onnx_io.model import OnnxModel, OnnxOrigin
+from taso_py.onnx_io.names import avoid_names, model_names
 from taso_py.onnx_io.reader import Prepared, default_opset, first_line, prepare
 from taso_py.onnx_io.scopes import node_label, outer_names, subgraphs
 from taso_py.ops.structural import OpaqueAttrs, run_onnx_node
@@ -46,7 +47,8 @@ def load_model(source: str | Path | onnx.ModelProto,
     translator = _Translator(prepared)
     graph = translator.run()
     path = prepared.path
-    return OnnxModel(graph, _origin(prepared.skeleton), str(path) if path else None, translator.notes)
+    origin = _origin(prepared.skeleton, translator.names)
+    return OnnxModel(graph, origin, str(path) if path else None, translator.notes)
 
 
 def dtype_of(elem_type: int, what: str) -> DType:
@@ -73,13 +75,13 @@ def type_of(value: onnx.ValueInfoProto | onnx.TypeProto) -> TensorType:
     return TensorType(shape, dtype)
 
 
-def _origin(model: onnx.ModelProto) -> OnnxOrigin:
+def _origin(model: onnx.ModelProto, names: frozenset[str]) -> OnnxOrigin:
     return OnnxOrigin(
         opsets={o.domain if o.domain != "ai.onnx" else "": o.version for o in model.opset_import},
         ir_version=model.ir_version, producer_name=model.producer_name,
         producer_version=model.producer_version, domain=model.domain, model_version=model.model_version,
         doc_string=model.doc_string, metadata={p.key: p.value for p in model.metadata_props},
-        functions=tuple(f.SerializeToString() for f in model.functions),
+        functions=tuple(f.SerializeToString() for f in model.functions), names=names,
     )
 
 
@@ -92,6 +94,8 @@ class _Translator:
         self.opset = default_opset(model)
         self.opsets = tuple((o.domain, o.version) for o in model.opset_import)
         self.graph = Graph(model.graph.name or "main")
+        self.names = frozenset(model_names(model.graph))
+        avoid_names(self.graph, self.names)  # nothing the import or the optimizer makes up is a name of the model
         self.refs: dict[str, Ref] = {}
         self.consts: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
         self.consts.update(prepared.weights)

@@ -22,6 +22,7 @@ class OnnxOrigin:
     doc_string: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
     functions: tuple[bytes, ...] = ()  # serialized FunctionProtos, for opaque nodes that call them
+    names: frozenset[str] = frozenset()  # every tensor name of the source model: made-up names avoid them
 
 
 @dataclass

@@ -77,6 +77,16 @@ def default_opset(model: onnx.ModelProto) -> int:
     raise InputError("model imports no default-domain opset")
 
 
+def check_opset(model: onnx.ModelProto) -> None:
+    """Refuse a default-domain opset newer than onnx here knows: its operators' meaning (and
+    whether ONNX Runtime loads them) is not defined yet, so nothing about the model can be trusted."""
+    opset, newest = default_opset(model), onnx.defs.onnx_opset_version()
+    if opset > newest:
+        raise InputError(f"the model imports opset {opset} of the default ONNX domain, newer than the newest this "
+                         f"installation knows (opset {newest}, onnx {onnx.__version__}); export it at opset "
+                         f"{newest} or older")
+
+
 def upgrade(model: onnx.ModelProto) -> onnx.ModelProto:
     """Models older than opset 7 are lifted with onnx's version converter."""
     opset = default_opset(model)
@@ -215,6 +225,7 @@ def prepare(source: str | Path | onnx.ModelProto, input_shapes: Mapping[str, Seq
             ) -> Prepared:
     """Read, check, upgrade and shape-infer a model; the input (file or proto) is never modified."""
     model, path = read_model(source)
+    check_opset(model)
     if default_opset(model) < MIN_OPSET:
         model = upgrade(model)
     skeleton, weights = split_weights(model, path)

@@ -1,0 +1,209 @@
+"""The one equivalence criterion (`taso_py.runtime`): per output max|a-b| / max|a| <= rtol on two
+seeded input sets, NaN/Inf positions equal, integers exact, shapes and dtypes equal; used by
+`taso optimize`, `taso compile`'s check of the optimized graph and `taso run --check`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from onnx import TensorProto, helper, numpy_helper
+
+from taso_py.cli import main
+from taso_py.cli.common import CheckFailed, save_checked
+from taso_py.cli.compile import _save_checked
+from taso_py.cost.analytical import Roofline
+from taso_py.graph import Graph
+from taso_py.library.store import load as load_library
+from taso_py.onnx_io import OnnxModel, load_model, save_model
+from taso_py.optimizer import optimize
+from taso_py.runtime import (
+    CHECK_SEEDS,
+    DEFAULT_RTOL,
+    check_equivalent,
+    compare_models,
+    compare_outputs,
+    random_feeds,
+)
+from taso_py.search.backtracking import Settings
+from taso_py.types import DType, TensorType
+
+
+def taso(*args: str | Path):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def _conv_bn(path: Path) -> Path:
+    """A convolution and a batch norm with outputs of magnitude ~1e3: folding the batch norm into
+    the weights (as ORT does) is exact math but rounds differently, by ~1e-4 absolute, which is a
+    large relative error for the few elements that land near zero (ResNet-50's refusal)."""
+    rng = np.random.default_rng(0)
+    c, o, h = 8, 16, 32
+    arrays = {"w": rng.standard_normal((o, c, 3, 3)) * 10, "scale": rng.uniform(5, 20, o),
+              "bias": rng.standard_normal(o), "mean": rng.standard_normal(o), "var": rng.uniform(0.5, 2, o)}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "scale", "bias", "mean", "var"], ["y"])]
+    graph = helper.make_graph(nodes, "conv_bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, h, h])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, o, h, h])],
+                              [numpy_helper.from_array(v.astype(np.float32), k) for k, v in arrays.items()])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_a_correct_rewrite_with_elements_near_zero_is_accepted(tmp_path: Path) -> None:
+    """Refused before ("max rel error 1.16e-07; nothing written"): one element near zero failed
+    |a-b| <= 1e-5 + 1e-4·|a| although the output as a whole is right to 1e-7."""
+    model = _conv_bn(tmp_path / "m.onnx")
+    out = tmp_path / "o.onnx"
+    done = taso("optimize", model, "-o", out, "--cost", "analytical", "--speed-runs", "0", "--json")
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    assert report["batchnorms_folded"] == 1
+    check = report["check"]
+    assert check["ok"] and check["input_sets"] == CHECK_SEEDS == 2
+    assert 0 < check["normwise_error"] < 1e-6 and check["max_rel_error"] == check["normwise_error"]
+    # the worst single element is what the old per-element criterion refused
+    assert check["max_elementwise_error"] > 1e-4
+    assert check["outputs"][0]["name"] == "y" and len(check["outputs"][0]["worst_element"]) == 4
+    assert out.is_file()
+    text = taso("optimize", model, "-o", tmp_path / "o2.onnx", "--cost", "analytical", "--speed-runs", "0")
+    assert text.exit_code == 0 and "ORT check on 2 input sets: normwise error" in text.stderr
+
+
+def test_compile_checks_the_optimized_graph_by_the_same_criterion(tmp_path: Path) -> None:
+    """`taso compile`'s check of the superoptimized graph refused the same correct rewrite."""
+    model = _conv_bn(tmp_path / "m.onnx")
+    result = optimize(load_model(model), load_library(None), Roofline(), Settings(budget=20, timeout=10))
+    assert result.batchnorms_folded == 1
+    _save_checked(model, result.model, tmp_path / "model.onnx", True)
+    assert (tmp_path / "model.onnx").is_file()
+
+
+def _plus_constant(n: int, value: np.ndarray) -> OnnxModel:
+    g = Graph("plus")
+    x = g.add_input("x", TensorType((n, n), DType.FLOAT32))
+    (y,) = g.add("add", [x, g.add_weight(value, "b")])
+    g.set_outputs([y], ["y"])
+    return OnnxModel(g)
+
+
+def test_one_wrong_element_in_a_million_is_caught(tmp_path: Path) -> None:
+    """A 1000x1000 output, right everywhere but one element, which is off by 1% of the output's max."""
+    n = 1000
+    b = np.zeros((n, n), np.float32)
+    b[0, 0] = 100.0  # the output's largest magnitude is about 100
+    original = _plus_constant(n, b)
+    save_model(original, tmp_path / "original.onnx")
+    feeds = random_feeds(original.graph)
+    top = float(np.abs(feeds["x"] + b).max())
+    wrong = b.copy()
+    wrong[500, 500] += 0.01 * top
+    with pytest.raises(CheckFailed) as refused:
+        save_checked(tmp_path / "original.onnx", _plus_constant(n, wrong), tmp_path / "out.onnx", "optimized",
+                     True, DEFAULT_RTOL, 0.0)
+    message = str(refused.value)
+    assert "output 'y'" in message and "normwise error max|a-b| / max|a| 0.01 > rtol 0.0001" in message
+    assert "at [500, 500]" in message and message.endswith("nothing written")
+    assert not (tmp_path / "out.onnx").exists()
+    save_model(_plus_constant(n, wrong), tmp_path / "wrong.onnx")
+    result = check_equivalent(tmp_path / "original.onnx", tmp_path / "wrong.onnx", original.graph)
+    assert not result.ok and result.inputs == 2 and result.worst.worst_index == (500, 500)
+    assert result.max_rel == pytest.approx(0.01, rel=0.05)
+
+
+def _same(reference: dict, candidate: dict, **kw: float):
+    return compare_outputs(reference, candidate, **kw)
+
+
+def test_nan_and_inf_positions_must_agree() -> None:
+    a = np.array([1.0, np.nan, np.inf, -np.inf, 2.0], np.float32)
+    assert _same({"y": a}, {"y": a.copy()}).ok  # equal infinities used to count as an error (inf - inf = nan)
+    for i, value in ((1, 0.0), (2, -np.inf), (3, np.nan), (4, np.inf)):
+        b = a.copy()
+        b[i] = value
+        result = _same({"y": a}, {"y": b})
+        assert not result.ok and "NaN/Inf at different positions" in result.describe()
+        assert f"first at [{i}]" in result.describe()
+
+
+def test_integer_and_bool_outputs_must_be_equal() -> None:
+    a = np.array([100_000, 7, 3], np.int64)
+    b = a.copy()
+    b[0] += 1  # within 1e-4 relative: the old tolerance let it through
+    result = _same({"i": a}, {"i": b})
+    assert not result.ok and "1 of 3 elements differ" in result.describe() and "int64 output" in result.describe()
+    assert _same({"i": a}, {"i": a.copy()}).ok
+    flags = np.array([True, False])
+    assert not _same({"m": flags}, {"m": ~flags}).ok and _same({"m": flags}, {"m": flags.copy()}).ok
+
+
+def test_shapes_dtypes_and_missing_outputs_fail_whatever_the_tolerance() -> None:
+    a = np.ones((2, 3), np.float32)
+    assert "shape (3, 2) differs" in _same({"y": a}, {"y": a.reshape(3, 2)}, rtol=1.0).describe()
+    result = _same({"y": a}, {"y": a.astype(np.float64)}, rtol=1.0)
+    assert not result.ok and "dtype float64 differs from the reference's float32" in result.describe()
+    assert "missing" in _same({"y": a, "z": a}, {"y": a}).describe()
+
+
+def test_the_criterion_is_normwise_per_output() -> None:
+    rng = np.random.default_rng(0)
+    big = rng.standard_normal(1000).astype(np.float32) * 1000
+    big[17] = 1e-3  # an element near zero
+    noisy = big + rng.standard_normal(1000).astype(np.float32) * 1e-4
+    result = _same({"y": big}, {"y": noisy})
+    assert result.ok and result.max_rel < 1e-6 and result.max_elem_rel > 1e-2
+    assert result.worst.worst_index == (17,)
+    # each output on its own scale: a small output's error is not hidden by a large one
+    small = np.full(10, 1e-3, np.float32)
+    result = _same({"y": big, "s": small}, {"y": big, "s": small * 1.01})
+    assert not result.ok and result.worst_output == "s"
+    zeros = np.zeros(4, np.float32)
+    assert _same({"z": zeros}, {"z": zeros.copy()}).ok
+    assert not _same({"z": zeros}, {"z": zeros + 1e-9}).ok  # nothing to scale by: exact, unless --atol
+    assert _same({"z": zeros}, {"z": zeros + 1e-9}, atol=1e-8).ok
+    assert _same({"y": big}, {"y": big * (1 + 5e-3)}, rtol=1e-2).ok
+
+
+def test_every_input_set_is_checked(tmp_path: Path) -> None:
+    """check_equivalent runs seeds `seed` and `seed + 1`; an output wrong on either fails."""
+    g = Graph("relu")
+    x = g.add_input("x", TensorType((64,), DType.FLOAT32))
+    (y,) = g.add("relu", [x])
+    g.set_outputs([y], ["y"])
+    save_model(g, tmp_path / "a.onnx")
+    feeds = [random_feeds(g, seed) for seed in (0, 1)]
+    assert compare_models(tmp_path / "a.onnx", tmp_path / "a.onnx", feeds).inputs == 2
+    result = check_equivalent(tmp_path / "a.onnx", tmp_path / "a.onnx", g, seed=3)
+    assert result.ok and result.inputs == 2 and result.max_abs == 0.0
+
+
+def test_run_check_uses_the_criterion_and_its_rtol(tmp_path: Path) -> None:
+    """`taso run --check` compares its one run by the same function; --rtol still sets the bound."""
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((16, 8)).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "mm",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])],
+                              [numpy_helper.from_array(w, "w")])
+    model = tmp_path / "mm.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    out = tmp_path / "mm.cpu"
+    done = taso("compile", model, "--no-optimize", "-o", out, "--json")
+    assert done.exit_code == 0, done.output
+    done = taso("run", out, "--check", "--json")
+    assert done.exit_code == 0, done.output
+    check = json.loads(done.stdout)["check"]
+    assert check["ok"] and check["rtol"] == DEFAULT_RTOL and "max_elementwise_error" in check
+    # the reference drifts by 0.1%: refused at the default rtol, accepted at --rtol 0.01
+    reference = onnx.load(str(out / "model.onnx"))
+    init = reference.graph.initializer[0]
+    init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) * np.float32(1.001), init.name))
+    onnx.save(reference, str(out / "model.onnx"))
+    done = taso("run", out, "--check")
+    assert done.exit_code == 1 and "normwise error max|a-b| / max|a|" in done.stderr and "> rtol 0.0001" in done.stderr
+    done = taso("run", out, "--check", "--rtol", "0.01", "--json")
+    assert done.exit_code == 0 and json.loads(done.stdout)["check"]["rtol"] == 0.01, done.output
