@@ -107,6 +107,73 @@ def test_a_wrong_shape_guard_is_caught(name: str) -> None:
     assert report.failures, unguarded
 
 
+# ---- the axioms issue 17 found missing -------------------------------------------------------
+
+_ANY = "stride=[?sh, ?sw], pad=[?pt, ?pl, ?pb, ?pr]"
+_HW = "dim(x1, 2) == dim(x2, 2), dim(x1, 3) == dim(x2, 3)"
+
+
+@pytest.mark.parametrize("text, axiom", [
+    ("conv2d(x, add(w1, w2), stride=[1, 1], pad=[1, 1, 1, 1]) == add(conv2d(x, w1, stride=[1, 1], "
+     "pad=[1, 1, 1, 1]), conv2d(x, w2, stride=[1, 1], pad=[1, 1, 1, 1]))", "conv-add-weights"),
+    (f"conv2d(x, add(w1, w2), {_ANY}) == add(conv2d(x, w1, {_ANY}), conv2d(x, w2, {_ANY})) "
+     "where dim(w1, 2) == dim(w2, 2), dim(w1, 3) == dim(w2, 3)", "conv-add-weights"),
+    (f"conv2d(add(x1, x2), w, {_ANY}, act=none) == add(conv2d(x1, w, {_ANY}, act=none), "
+     f"conv2d(x2, w, {_ANY}, act=none)) where {_HW}", "conv-add-input"),
+    ("conv2d(add(x1, x2), w, stride=[2, 2], pad=[1, 1, 1, 1]) == add(conv2d(x1, w, stride=[2, 2], "
+     f"pad=[1, 1, 1, 1]), conv2d(x2, w, stride=[2, 2], pad=[1, 1, 1, 1])) where {_HW}", "conv-add-input"),
+    ("conv2d(add(x1, x2), w) == add(conv2d(x1, w), conv2d(x2, w))", "conv-add-input-unpadded"),
+    ("transpose(add(x, b), perm=[1, 0]) == add(transpose(x, perm=[1, 0]), transpose(b, perm=[1, 0]))",
+     "transpose-add-2"),
+    ("transpose(add(x, b), perm=[0, 2, 3, 1]) == add(transpose(x, perm=[0, 2, 3, 1]), transpose(b, perm=[0, 2, 3, 1]))",
+     "transpose-add-4"),
+    ("transpose(add(x, b), perm=[1, 0]) == add(transpose(x, perm=[1, 0]), reshape(b, shape=[dim(b, 0), 1])) "
+     "where rank(b) == 1", "transpose-add-vector"),
+])
+def test_linearity_of_convolution_and_transpose_over_add_are_proved(text: str, axiom: str) -> None:
+    """These were UNKNOWN: the axioms asked for equal shapes where broadcasting is fine, or did not exist."""
+    result = prove(parse_rule(text))
+    assert result.status == "PROVED", result.to_json()
+    assert axiom in result.axioms
+
+
+@pytest.mark.parametrize("text", [
+    f"conv2d(add(x1, x2), w, {_ANY}) == add(conv2d(x1, w, {_ANY}), conv2d(x2, w, {_ANY}))",
+    f"conv2d(x, add(w1, w2), {_ANY}) == add(conv2d(x, w1, {_ANY}), conv2d(x, w2, {_ANY}))",
+])
+def test_linearity_with_broadcasting_over_height_and_width_is_refuted(text: str) -> None:
+    """Without equal heights and widths a broadcast input (or kernel) is padded (or strided) differently."""
+    assert prove(parse_rule(text)).status == "REFUTED"
+
+
+def test_the_new_axioms_are_valid() -> None:
+    names = ["conv-add-weights", "conv-add-input", "conv-add-input-unpadded", "transpose-add-2", "transpose-sub-3",
+             "transpose-mul-4", "transpose-add-vector", "add-vector-as-row", "reshape-compose-2-3",
+             "reshape-identity-3", "relu-reshape-2"]
+    failed = {n: r.to_json() for n in names if not (r := validate(ops.AXIOMS[n], limit=12)).ok}
+    assert not failed
+
+
+_CONV = "stride=[?sh, ?sw], pad=[?pt, ?pl, ?pb, ?pr], dilation=[?dh, ?dw], groups=?g"
+
+
+@pytest.mark.parametrize("text, why", [
+    (f"conv2d(add(a, b), w, {_CONV}) == add(conv2d(a, w, {_CONV}), conv2d(b, w, {_CONV}))",
+     "conv-add-input without equal heights and widths"),
+    ("conv2d(add(a, b), w, stride=[?sh, ?sw], pad=[1, 1, 1, 1]) == add(conv2d(a, w, stride=[?sh, ?sw], "
+     "pad=[1, 1, 1, 1]), conv2d(b, w, stride=[?sh, ?sw], pad=[1, 1, 1, 1]))", "conv-add-input-unpadded, padded"),
+    ("transpose(add(a, b), perm=[1, 0]) == add(transpose(a, perm=[1, 0]), reshape(b, shape=[1, dim(b, 0)])) "
+     "where rank(b) == 1", "transpose-add-vector with the bias as a row"),
+    ("transpose(add(a, b), perm=[?p0, ?p1, ?p2]) == add(transpose(a, perm=[?p0, ?p1, ?p2]), b)",
+     "transpose-add-3 leaving one operand untransposed"),
+    ("add(a, reshape(b, shape=[?n, 1])) == add(a, b) where rank(b) == 1, rank(a) >= 2",
+     "add-vector-as-row with the vector as a column"),
+])
+def test_a_wrong_variant_of_a_new_axiom_fails_validation(text: str, why: str) -> None:
+    report = validate(Axiom("wrong", text, why), limit=20)
+    assert report.failures, why
+
+
 def test_proved_rule_names_axioms_from_the_unsat_core() -> None:
     result = prove(parse_rule("relu(conv2d(x, w, pad=[1, 1, 1, 1])) == conv2d(x, w, pad=[1, 1, 1, 1], act=relu)"))
     assert result.status == "PROVED"

@@ -1,11 +1,11 @@
 """The verifier: proves rewrite rules from validated operator axioms with Z3, or refutes them.
 
-`prove(rule)` returns `Proved`, `Refuted` or `Unknown` (see `verifier.prover`);
+`prove(rule)` returns `Proved`, `Refuted`, `Vacuous` or `Unknown` (see `verifier.prover`);
 `validate(axiom)` checks an axiom against the operators' semantics (see `verifier.validation`).
 """
 
 from verifier.prover import prove
-from verifier.results import Counterexample, Proved, Refuted, Result, Unknown
+from verifier.results import Counterexample, Proved, Refuted, Result, Unknown, Vacuous
 from verifier.validation import validate
 
-__all__ = ["Counterexample", "Proved", "Refuted", "Result", "Unknown", "prove", "validate"]
+__all__ = ["Counterexample", "Proved", "Refuted", "Result", "Unknown", "Vacuous", "prove", "validate"]

@@ -4,6 +4,10 @@ The query: the relevant axioms (tracked, so the unsat core names the ones used),
 of every function symbol involved, the rule's hypotheses (both sides defined, equal shapes) and
 its `where` clause (tracked), and the negation `src != dst`. Unsat is a proof. Sat or unknown,
 including a timeout, is UNKNOWN: never a proof.
+
+Unsat hypotheses would make that query unsat too, so a rule the refuter found no shapes for is
+first checked for vacuity (`verifier.vacuity`): no shapes at all is VACUOUS, and a rule whose
+vacuity Z3 cannot decide is never PROVED.
 """
 
 from __future__ import annotations
@@ -13,13 +17,15 @@ import time
 import z3
 
 from taso_py.errors import AttrError, InputError
-from taso_py.library.terms import Rule
+from taso_py.library.terms import Lit, Rule, Seq, walk
 from verifier.axioms import Compiled, compile_all, op_names
-from verifier.encoding import RANK, EncodedRule, encode_rule, shape_axiom
-from verifier.refuter import refute
-from verifier.results import Proved, Refuted, Result, Unknown
+from verifier.encoding import MAX_RANK, RANK, EncodedRule, encode_rule, shape_axiom
+from verifier.refuter import search
+from verifier.results import Proved, Refuted, Result, Unknown, Vacuous
+from verifier.vacuity import decide, explain
 
 DEFAULT_TIMEOUT = 10.0
+RETRY_SHAPES = 32  # shape instances of the second refutation, when Z3 finds no proof
 
 
 def prove(rule: Rule, timeout: float = DEFAULT_TIMEOUT, *, refute_first: bool = True, seed: int = 0) -> Result:
@@ -30,23 +36,54 @@ def prove(rule: Rule, timeout: float = DEFAULT_TIMEOUT, *, refute_first: bool = 
         raise  # a malformed rule (act=foo), not a question the verifier can answer
     except InputError as e:
         return Unknown(str(e), time.perf_counter() - start)
+    tried = 0
     if refute_first:
-        counterexample = refute(rule, encoded=encoded, seed=seed)
+        counterexample, tried = search(rule, encoded=encoded, seed=seed)
         if counterexample is not None:
             return Refuted(counterexample, time.perf_counter() - start)
+    vacuous = False if tried else decide(encoded)  # an instance was tried: some shapes fit
+    if vacuous and _needs_higher_rank(rule):
+        return Unknown(f"the rule's attributes need tensors of rank above {MAX_RANK}, beyond the ranks the "
+                       "verifier models", time.perf_counter() - start)
+    if vacuous:
+        reason, cases = explain(encoded)
+        return Vacuous(reason, cases, time.perf_counter() - start)
     axioms = relevant(op_names((*rule.src, *rule.dst)))
     deadline = start + timeout
     outcome = _check(encoded, axioms, [], deadline)
     if isinstance(outcome, Unknown) and outcome.reason != "timeout":
         outcome = _by_ranks(encoded, axioms, deadline)
     if isinstance(outcome, Unknown):
+        if refute_first and tried:  # no proof: a wider search for a counterexample (broadcasting, strides)
+            counterexample, _ = search(rule, shapes=RETRY_SHAPES, seed=seed + 1, encoded=encoded)
+            if counterexample is not None:
+                return Refuted(counterexample, time.perf_counter() - start)
         return Unknown(outcome.reason, time.perf_counter() - start)
+    if vacuous is None:
+        return Unknown("Z3 cannot decide whether any shapes make both sides defined with equal shapes, "
+                       "so a proof could be vacuous", time.perf_counter() - start)
     axioms_used, pre_used = outcome
+    same = all(s.eq(d) for s, d in zip(encoded.src, encoded.dst))
     return Proved(tuple(sorted(axioms_used)), tuple(p for p, _ in encoded.preconditions if p in pre_used),
-                  time.perf_counter() - start)
+                  time.perf_counter() - start, same_term=same)
 
 
 MAX_RANK_CASES = 64
+
+
+def _needs_higher_rank(rule: Rule) -> bool:
+    """Whether a literal attribute names an axis at or past MAX_RANK (a permutation or a target
+    shape longer than MAX_RANK, an axis >= MAX_RANK): no shapes the verifier models can fit such
+    a rule, which says nothing about whether real ones do."""
+    for top in (*rule.src, *rule.dst):
+        for term in walk(top):
+            for name, value in getattr(term, "attrs", ()):
+                if isinstance(value, Seq) and name in ("perm", "shape") and len(value.items) > MAX_RANK:
+                    return True
+                if isinstance(value, Lit) and name == "axis" and isinstance(value.value, int) \
+                        and value.value >= MAX_RANK:
+                    return True
+    return False
 
 
 def _by_ranks(encoded: EncodedRule, axioms: list[Compiled], deadline: float) -> tuple[set, set] | Unknown:

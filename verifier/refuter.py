@@ -28,13 +28,21 @@ FLOAT32_TOLERANCE = 1e-5
 def refute(rule: Rule, *, shapes: int = 8, inputs: int = 2, seed: int = 0,
            encoded: EncodedRule | None = None) -> Counterexample | None:
     """A counterexample on one of up to `shapes` shape instances, or None if none was found."""
+    return search(rule, shapes=shapes, inputs=inputs, seed=seed, encoded=encoded)[0]
+
+
+def search(rule: Rule, *, shapes: int = 8, inputs: int = 2, seed: int = 0,
+           encoded: EncodedRule | None = None) -> tuple[Counterexample | None, int]:
+    """`refute`, and how many shape instances it tried: none means the rule may be vacuous."""
     rng = random.Random(seed)
+    tried = 0
     for inst in instances(rule, encoded or encode_rule(rule), shapes, rng):
+        tried += 1
         for _ in range(inputs):
             found = check_instance(rule, inst, np.random.default_rng(rng.randrange(2**32)))
             if found is not None:
-                return found
-    return None
+                return found, tried
+    return None, tried
 
 
 def instances(rule: Rule, enc: EncodedRule, count: int, rng: random.Random, max_dim: int = MAX_DIM,

@@ -1,4 +1,5 @@
-"""What the prover answers: PROVED with its proof record, REFUTED with a counterexample, or UNKNOWN."""
+"""What the prover answers: PROVED with its proof record, REFUTED with a counterexample, VACUOUS
+with the shapes that cannot agree, or UNKNOWN."""
 
 from __future__ import annotations
 
@@ -15,11 +16,21 @@ class Proved:
     axioms: tuple[str, ...]
     preconditions: tuple[str, ...]
     seconds: float
+    same_term: bool = False  # both sides encode to one term (defaults filled in, joins nested)
     status = "PROVED"
+
+    def explanation(self) -> str:
+        """What the proof rests on, naming nothing it did not use."""
+        if self.axioms:
+            return ", ".join(self.axioms)
+        if self.same_term:
+            return "none (both sides are the same term)"
+        return "none (congruence: the same operators on equal arguments, wherever the rule applies)"
 
     def to_json(self) -> dict[str, Any]:
         return {"status": self.status, "method": "z3-axioms", "axioms": list(self.axioms),
-                "preconditions": list(self.preconditions), "seconds": round(self.seconds, 4)}
+                "preconditions": list(self.preconditions), "same_term": self.same_term,
+                "seconds": round(self.seconds, 4)}
 
 
 @dataclass(frozen=True)
@@ -69,4 +80,37 @@ class Unknown:
         return {"status": self.status, "reason": self.reason, "seconds": round(self.seconds, 4)}
 
 
-Result = Proved | Refuted | Unknown
+@dataclass(frozen=True)
+class RankCase:
+    """One assignment of ranks under which both sides are defined, and why their shapes cannot agree.
+
+    Shapes and conditions are written over the variables' dims (`dim(x, 1)`); `conflict` is a
+    subset of the constraints (sides defined, equal shapes, the `where` clause) that cannot all
+    hold, from Z3's unsat core, with every dim at least 1 taken for granted."""
+
+    ranks: dict[str, int]
+    left: tuple[str, ...]  # one shape per output
+    right: tuple[str, ...]
+    conflict: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ranks": self.ranks, "left": list(self.left), "right": list(self.right),
+                "conflict": list(self.conflict)}
+
+
+@dataclass(frozen=True)
+class Vacuous:
+    """No shapes make both sides defined with equal output shapes (and the `where` clause hold):
+    the rule can never apply, so there is nothing to prove. A user who wrote it made a mistake."""
+
+    reason: str
+    cases: tuple[RankCase, ...] = ()
+    seconds: float = 0.0
+    status = "VACUOUS"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.status, "reason": self.reason, "cases": [c.to_json() for c in self.cases],
+                "seconds": round(self.seconds, 4)}
+
+
+Result = Proved | Refuted | Vacuous | Unknown

@@ -109,7 +109,10 @@ def stats_cmd(library_path: Path | None, as_json: bool) -> None:
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Processes (default: all cores).")
 @json_option
 def verify(library_path: Path | None, timeout: float, workers: int | None, as_json: bool) -> None:
-    """Re-prove every rule of the library; exit 1 naming any that is not PROVED."""
+    """Re-prove every rule of the library; exit 1 naming any that is not PROVED.
+
+    A VACUOUS rule (no shapes make both sides defined with equal shapes: it can never apply) is
+    flagged like a REFUTED or UNKNOWN one, with the reason."""
     library: Library = load(library_path)
     entries = list(library)
     chunks = [entries[i:i + 8] for i in range(0, len(entries), 8)]
@@ -126,13 +129,16 @@ def verify(library_path: Path | None, timeout: float, workers: int | None, as_js
         executor.close()
     failed = [e for e in entries if results[e.id]["status"] != "PROVED"]
     seconds = sorted(r["seconds"] for r in results.values())
+    vacuous = [e for e in failed if results[e.id]["status"] == "VACUOUS"]
     if as_json:
-        emit_json({"rules": len(entries), "proved": len(entries) - len(failed),
+        emit_json({"rules": len(entries), "proved": len(entries) - len(failed), "vacuous": len(vacuous),
                    "failed": [{"id": e.id, "text": e.text, **results[e.id]} for e in failed],
                    "median_seconds": seconds[len(seconds) // 2] if seconds else 0.0})
     else:
         for e in failed:
-            click.echo(f"{results[e.id]['status']}  {e.id}  {e.text}", err=True)
+            reason = results[e.id].get("reason")
+            click.echo(f"{results[e.id]['status']}  {e.id}  {e.text}" + (f"\n  {reason}" if reason else ""), err=True)
+        named = ", ".join(f"{e.id} ({results[e.id]['status']})" for e in failed)
         click.echo(f"{len(entries) - len(failed)}/{len(entries)} rules PROVED"
-                   + (f"; {len(failed)} failed: {', '.join(e.id for e in failed)}" if failed else ""))
+                   + (f"; {len(failed)} failed: {named}" if failed else ""))
     sys.exit(1 if failed else 0)

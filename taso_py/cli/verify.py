@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from itertools import repeat
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
@@ -18,6 +19,9 @@ from taso_py import ops
 from taso_py.cli.common import emit_json, json_option
 from taso_py.library import format_rule, parse_rule
 
+if TYPE_CHECKING:
+    from verifier.results import Vacuous
+
 
 @click.command("verify-rule")
 @click.argument("rule")
@@ -28,7 +32,8 @@ from taso_py.library import format_rule, parse_rule
 def verify_rule(rule: str, timeout: float, seed: int, as_json: bool) -> None:
     """Prove RULE from the operator axioms, or refute it with a counterexample.
 
-    Exit 0 when PROVED, 1 when REFUTED or UNKNOWN, 2 for a malformed rule.
+    Exit 0 when PROVED; 1 when REFUTED, VACUOUS (no shapes make both sides defined with equal
+    shapes: the rule can never apply) or UNKNOWN; 2 for a malformed rule.
     Example: taso verify-rule "matmul(matmul(a, b), c) == matmul(a, matmul(b, c))"
     """
     from verifier.prover import prove
@@ -41,8 +46,10 @@ def verify_rule(rule: str, timeout: float, seed: int, as_json: bool) -> None:
         out = Console(highlight=False, soft_wrap=True, markup=False)
         out.print(f"[bold]{result.status}[/]  {escape(format_rule(parsed))}  ({result.seconds:.2f} s)", markup=True)
         if result.status == "PROVED":
-            out.print(f"  axioms used: {', '.join(result.axioms) or 'none (both sides are the same term)'}")
+            out.print(f"  axioms used: {result.explanation()}")
             out.print(f"  preconditions: {', '.join(result.preconditions) or 'none beyond both sides being defined'}")
+        elif result.status == "VACUOUS":
+            _print_vacuous(out, result)
         elif result.status == "REFUTED":
             cx = result.counterexample
             out.print(f"  counterexample: {cx.summary()}")
@@ -52,6 +59,20 @@ def verify_rule(rule: str, timeout: float, seed: int, as_json: bool) -> None:
         else:
             out.print(f"  reason: {result.reason}")
     sys.exit(0 if result.status == "PROVED" else 1)
+
+
+def _print_vacuous(out: Console, result: Vacuous) -> None:
+    """The reason, then per rank assignment both sides' symbolic shapes and what cannot all hold."""
+    from verifier.vacuity import ranks_text
+
+    out.print(f"  reason: {result.reason}")
+    for case in result.cases:
+        out.print(f"  at {ranks_text(case.ranks)}:")
+        out.print(f"    left shape:  {', '.join(case.left)}")
+        out.print(f"    right shape: {', '.join(case.right)}")
+        out.print("    these cannot all hold (every dim is at least 1):")
+        for c in case.conflict:
+            out.print(f"      {c}")
 
 
 @click.group("axioms")

@@ -443,8 +443,9 @@ OPS = (conv2d, maxpool2d, avgpool2d, global_avgpool, enlarge)
 _CONV = "stride=[?sh, ?sw], pad=[?pt, ?pl, ?pb, ?pr], dilation=[?dh, ?dw], groups=?g"  # any convolution
 _CONV1 = "stride=[?sh, ?sw], pad=[?pt, ?pl, ?pb, ?pr], dilation=[?dh, ?dw]"  # groups=1
 _POOL = "kernel=[?kh, ?kw], stride=[?sh, ?sw], pad=[?pt, ?pl, ?pb, ?pr]"
-_SAME = "rank(a) == rank(b), dim(a, 0) == dim(b, 0), dim(a, 1) == dim(b, 1), dim(a, 2) == dim(b, 2), "\
-        "dim(a, 3) == dim(b, 3)"
+# Linearity needs equal heights and widths only: a batch (or a set of kernels) of one broadcasts
+# like a constant, and the channels are equal wherever both convolutions are defined.
+_SAME_HW = "dim(a, 2) == dim(b, 2), dim(a, 3) == dim(b, 3)"
 
 AXIOMS = (
     *(Axiom(f"conv-{act}", f"{act}(conv2d(x, w, {_CONV})) == conv2d(x, w, {_CONV}, act={act})",
@@ -452,9 +453,14 @@ AXIOMS = (
     *(Axiom(f"conv-bias-{act}", f"{act}(conv2d(x, w, b, {_CONV})) == conv2d(x, w, b, {_CONV}, act={act})")
       for act in ACTIVATIONS),
     Axiom("conv-add-weights", f"conv2d(x, add(a, b), {_CONV}) == add(conv2d(x, a, {_CONV}), conv2d(x, b, {_CONV})) "
-          f"where {_SAME}", "convolution is linear in the weights"),
+          f"where {_SAME_HW}", "convolution is linear in the weights (one kernel broadcast to all outputs too)"),
     Axiom("conv-add-input", f"conv2d(add(a, b), w, {_CONV}) == add(conv2d(a, w, {_CONV}), conv2d(b, w, {_CONV})) "
-          f"where {_SAME}", "convolution is linear in the input"),
+          f"where {_SAME_HW}", "convolution is linear in the input, at any stride, padding and dilation"),
+    Axiom("conv-add-input-unpadded", "conv2d(add(a, b), w, stride=[?sh, ?sw], pad=[0, 0, 0, 0], dilation=[?dh, ?dw], "
+          "groups=?g) == add(conv2d(a, w, stride=[?sh, ?sw], pad=[0, 0, 0, 0], dilation=[?dh, ?dw], groups=?g), "
+          "conv2d(b, w, stride=[?sh, ?sw], pad=[0, 0, 0, 0], dilation=[?dh, ?dw], groups=?g))",
+          "without padding, an input broadcast over height or width is only read by a 1x1 kernel, which "
+          "commutes with the broadcast"),
     Axiom("conv-scalar-input", f"conv2d(scalar_mul(x, scale=?s), w, {_CONV}) == "
           f"scalar_mul(conv2d(x, w, {_CONV}), scale=?s)"),
     Axiom("conv-scalar-weights", f"conv2d(x, scalar_mul(w, scale=?s), {_CONV}) == "

@@ -395,6 +395,10 @@ def _perm(rank: int) -> str:
     return "[" + ", ".join(f"?p{i}" for i in range(rank)) + "]"
 
 
+def _dims(name: str, rank: int) -> str:
+    return "[" + ", ".join(f"?{name}{i}" for i in range(rank)) + "]"
+
+
 AXIOMS = (
     Axiom("concat-assoc", "concat(concat(a, b, axis=?k), c, axis=?k) == concat(a, concat(b, c, axis=?k), axis=?k)"),
     Axiom("split-concat-0", "split(concat(a, b, axis=?k), axis=?k, sizes=[dim(a, ?k), dim(b, ?k)])[0] == a",
@@ -425,6 +429,22 @@ AXIOMS = (
             f"split({act}(x), axis=?k, sizes=[?m, ?n])[{i}]") for act in ACTIVATIONS for i in (0, 1)),
     *(Axiom(f"{act}-transpose-{r}", f"{act}(transpose(x, perm={_perm(r)})) == transpose({act}(x), perm={_perm(r)})")
       for act in ACTIVATIONS for r in range(2, 5)),
+    *(Axiom(f"transpose-{op}-{r}", f"transpose({op}(a, b), perm={_perm(r)}) == "
+            f"{op}(transpose(a, perm={_perm(r)}), transpose(b, perm={_perm(r)}))",
+            "operands of equal rank broadcast along the same axes before and after a transpose"
+            if op == "add" and r == 2 else "") for op in ("add", "sub", "mul") for r in range(2, 5)),
+    Axiom("transpose-add-vector", "transpose(add(a, b), perm=[1, 0]) == "
+          "add(transpose(a, perm=[1, 0]), reshape(b, shape=[dim(b, 0), 1])) where rank(b) == 1",
+          "a bias along a matrix's rows is a column of the transpose"),
+    Axiom("add-vector-as-row", "add(a, reshape(b, shape=[1, ?n])) == add(a, b) where rank(b) == 1, rank(a) >= 2",
+          "a vector broadcasts as the row it reshapes to (no pattern on the right side: no matching loop)"),
+    *(Axiom(f"reshape-compose-{m}-{n}", f"reshape(reshape(x, shape={_dims('s', m)}), shape={_dims('t', n)}) == "
+            f"reshape(x, shape={_dims('t', n)})", "reshapes keep the row-major order, so two are one"
+            if m == n == 1 else "") for m in range(1, 5) for n in range(1, 5)),
+    *(Axiom(f"reshape-identity-{r}", f"reshape(x, shape=[{', '.join(f'dim(x, {k})' for k in range(r))}]) == x "
+            f"where rank(x) == {r}") for r in range(1, 5)),
+    *(Axiom(f"{act}-reshape-{n}", f"{act}(reshape(x, shape={_dims('s', n)})) == "
+            f"reshape({act}(x), shape={_dims('s', n)})") for act in ACTIVATIONS for n in range(1, 5)),
     Axiom("scalar-concat", "scalar_mul(concat(a, b, axis=?k), scale=?s) == "
           "concat(scalar_mul(a, scale=?s), scalar_mul(b, scale=?s), axis=?k)"),
     *(Axiom(f"{op}-concat", f"{op}(concat(a, b, axis=?k), concat(c, d, axis=?k)) == "
