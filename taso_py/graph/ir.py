@@ -119,11 +119,16 @@ class Graph:
         self.output_names = list(names) if names is not None else [self.name_of(r) for r in refs]
 
     def fresh_name(self, hint: str) -> str:
-        """A tensor name not used in this graph (nor by any node removed from it)."""
+        """A tensor name `{hint}_{n}` not used in this graph now; `n` only grows (see `skip_suffixes`)."""
         while f"{hint}_{self._name_counter}" in self._names:
             self._name_counter += 1
         self._name_counter += 1
         return f"{hint}_{self._name_counter - 1}"
+
+    def skip_suffixes(self, below: int) -> None:
+        """Fresh names from now on end in a number at least `below` (in copies too): a model's names
+        that end in smaller numbers can then never be handed out, even after their node is removed."""
+        self._name_counter = max(self._name_counter, below)
 
     def reserve_names(self, names: Iterable[str]) -> None:
         """Keep names from being handed out (e.g. names referenced inside ONNX subgraphs)."""

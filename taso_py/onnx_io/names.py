@@ -50,9 +50,7 @@ def avoid_names(graph: Graph, names: Iterable[str]) -> None:
     """Make every name `graph.fresh_name` hands out from now on (in the graph and its copies,
     which keep the counter) differ from `names`; the counter only grows, so this holds even after
     the graph frees one of them by removing a node."""
-    floor = fresh_floor(names)
-    # Graph owns its counter; raising it is the one thing this needs, and copies carry it along.
-    graph._name_counter = max(graph._name_counter, floor)
+    graph.skip_suffixes(fresh_floor(names))
 
 
 class NameSource:
