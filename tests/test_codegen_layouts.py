@@ -138,3 +138,17 @@ def test_batch_norms_that_do_not_fold_become_an_affine_map(tmp_path: Path) -> No
     check(g, tmp_path, rtol=2e-4)
     folded = g.copy()
     assert fold_batchnorm(folded) == 2 and [n.op.name for n in folded.topo_order()].count("batchnorm") == 1
+
+
+def test_a_convolution_whose_weight_is_an_input_stays_plain(tmp_path: Path) -> None:
+    """Blocked convolutions pack their weights at compile time: one whose weight is fed at run time
+    (found by the fuzzer: a KeyError at packing) is computed in NCHW, beside a blocked sibling."""
+    g = Graph()
+    x = g.add_input("x", TensorType((1, 5, 9, 9)))
+    k = g.add_input("k", TensorType((7, 5, 3, 3)))
+    (a,) = g.add("conv2d", [x, k], pad=(1, 1, 1, 1))
+    (b,) = g.add("conv2d", [x, g.add_weight(_w(7, 5, 3, 3))], pad=(1, 1, 1, 1))
+    (y,) = g.add("add", [a, b])
+    g.set_outputs([y], ["y"])
+    groups = [k["group"] for k in check(g, tmp_path)["kernels"]]
+    assert any(name.startswith("layout_nchw16c") for name in groups)  # the constant one is blocked

@@ -101,8 +101,10 @@ def _node_can_block(g: Graph, node: Node, block: int) -> bool:
     if not all(len(t.shape) == 4 for t in node.types):
         return False
     name = node.op.name
-    if name == "conv2d":  # any channels in and out (padded), groups of whole blocks or depthwise
-        return conv.nchwc_supports(node.attrs, g.type(node.inputs[1]).shape, block)
+    if name == "conv2d":  # any channels in and out (padded), groups of whole blocks or depthwise;
+        # the weights are packed (or Winograd-transformed) at compile time, so they must be constants
+        return g.weight(node.inputs[1]) is not None and conv.nchwc_supports(
+            node.attrs, g.type(node.inputs[1]).shape, block)
     if name in ELEMENTWISE:
         channels = node.types[0].shape[1]
         for r in node.inputs:
