@@ -230,3 +230,33 @@ def test_future_opset_is_refused_by_every_command(tmp_path: Path) -> None:
     at_newest = save(tiny([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2, 3])], [vi("y", [2, 3])],
                           opset=newest), tmp_path / "newest.onnx")
     assert taso("info", at_newest).exit_code == 0
+
+
+def _add_model(init: TensorProto, x_shape: list[int]) -> onnx.ModelProto:
+    graph = helper.make_graph([helper.make_node("Add", ["x", init.name], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, x_shape)], [init])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def _bad_initializers() -> list[onnx.ModelProto]:
+    """Found by the fuzzer's byte mutations: each was an internal error (KeyError: 99, a reshape error)."""
+    unknown_type = numpy_helper.from_array(np.ones(4, np.float32), "w")
+    unknown_type.data_type = 99
+    short = numpy_helper.from_array(np.ones(4, np.float32), "w")
+    short.data_type = TensorProto.DOUBLE  # 16 bytes of raw data for 4 doubles
+    big = numpy_helper.from_array(np.ones(2048, np.float32), "w")  # past the skeleton's small constants
+    big.data_type = TensorProto.INT8
+    return [_add_model(unknown_type, [4]), _add_model(short, [4]), _add_model(big, [2048])]
+
+
+@pytest.mark.parametrize("command", ["info", "optimize"])
+def test_unreadable_initializers_and_huge_inputs_are_one_line_errors(tmp_path: Path, command: str) -> None:
+    huge = _add_model(numpy_helper.from_array(np.ones(1, np.float32), "w"), [1 << 40, 7])
+    for k, model in enumerate([*_bad_initializers(), huge]):
+        path = tmp_path / f"m{k}.onnx"
+        onnx.save(model, str(path))
+        args = [command, str(path)] + (["-o", str(tmp_path / f"o{k}.onnx")] if command == "optimize" else [])
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2, (k, result.output)
+        assert "internal error" not in result.output and "Traceback" not in result.output

@@ -41,6 +41,8 @@ class TasoGroup(click.Group):
             fail(str(e), e.exit_code)
         except KeyboardInterrupt:
             fail("interrupted", 130)
+        except MemoryError:  # a model asking for more than this machine has (huge dims)
+            fail("out of memory: the model needs more memory than this machine has", 2)
         except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
             raise
         except Exception as e:  # a bug in taso-py: still one line, the traceback on request

@@ -27,7 +27,7 @@ from taso_py.errors import InputError, TasoError, Unsupported
 from taso_py.graph import Graph, Ref, fold_constants, validate
 from taso_py.onnx_io.model import OnnxModel, OnnxOrigin
 from taso_py.onnx_io.names import avoid_names, model_names
-from taso_py.onnx_io.reader import Prepared, default_opset, first_line, prepare
+from taso_py.onnx_io.reader import Prepared, default_opset, first_line, prepare, read_initializer
 from taso_py.onnx_io.scopes import node_label, outer_names, subgraphs
 from taso_py.ops.structural import OpaqueAttrs, run_onnx_node
 from taso_py.types import DType, TensorType
@@ -97,7 +97,7 @@ class _Translator:
         self.names = frozenset(model_names(model.graph))
         avoid_names(self.graph, self.names)  # nothing the import or the optimizer makes up is a name of the model
         self.refs: dict[str, Ref] = {}
-        self.consts: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+        self.consts: dict[str, np.ndarray] = {t.name: read_initializer(t) for t in model.graph.initializer}
         self.consts.update(prepared.weights)
         g, inferred = model.graph, prepared.inferred.graph
         self.types = {v.name: type_of(v) for v in [*inferred.value_info, *inferred.input, *inferred.output]}

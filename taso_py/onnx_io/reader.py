@@ -8,6 +8,7 @@ the version converter cannot lift, and dynamic input dimensions without an overr
 from __future__ import annotations
 
 import logging
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -126,6 +127,11 @@ def fix_input_shapes(real_inputs: Sequence[onnx.ValueInfoProto], overrides: Mapp
         if dynamic:
             raise InputError(f"input {name!r} has dynamic dimensions ({', '.join(dynamic)}): "
                              f"give a shape with --input-shape {name}=D1,D2,...")
+    for name, value in inputs.items():
+        dims = [d.dim_value for d in value.type.tensor_type.shape.dim]
+        if math.prod(dims) > MAX_INPUT_ELEMENTS:
+            raise InputError(f"input {name!r} has shape {tuple(dims)}: {math.prod(dims):,} elements, more than "
+                             f"taso-py runs ({MAX_INPUT_ELEMENTS:,}); give a smaller one with --input-shape")
 
 
 def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -171,6 +177,7 @@ def sorted_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
     return order
 
 
+MAX_INPUT_ELEMENTS = 1 << 31  # 8 GiB of float32: more is a malformed model, not a workload
 SMALL_CONSTANT = 1024  # elements: constants this small stay in the skeleton (shape inference reads them)
 
 
@@ -190,6 +197,17 @@ class Prepared:
     def real_inputs(self) -> list[onnx.ValueInfoProto]:
         constants = set(self.weights) | {t.name for t in self.skeleton.graph.initializer}
         return [i for i in self.skeleton.graph.input if i.name not in constants]
+
+
+def read_initializer(t: onnx.TensorProto, base_dir: str = "") -> np.ndarray:
+    """An initializer's value; a clear error for one whose type or data does not make a tensor."""
+    try:
+        return numpy_helper.to_array(t, base_dir=base_dir)
+    except (OSError, ValueError, TypeError, KeyError, MemoryError) as e:
+        reason = first_line(e) if str(e) else type(e).__name__
+        if isinstance(e, KeyError):
+            reason = f"unknown element type {t.data_type}"
+        raise InputError(f"initializer {t.name!r} cannot be read ({reason})") from None
 
 
 def split_weights(model: onnx.ModelProto, path: Path | None) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
@@ -212,10 +230,7 @@ def split_weights(model: onnx.ModelProto, path: Path | None) -> tuple[onnx.Model
         if int(np.prod(t.dims, dtype=np.int64)) <= SMALL_CONSTANT and t.data_location != onnx.TensorProto.EXTERNAL:
             sg.initializer.append(t)
             continue
-        try:
-            weights[t.name] = numpy_helper.to_array(t, base_dir=base)
-        except (OSError, ValueError, TypeError) as e:
-            raise InputError(f"initializer {t.name!r} cannot be read ({first_line(e)})") from None
+        weights[t.name] = read_initializer(t, base)
         if t.name not in listed:
             sg.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
     return skeleton, weights
