@@ -7,9 +7,11 @@ looks busy; a static schedule waits at the end of every loop for its slowest thr
 another process holds a core that thread is descheduled for a whole time slice (the compiled
 ResNet-50 ran 10x slower beside one busy loop). This pool is ORT's answer to the same
 problem: the caller runs chunks itself, workers claim chunks from one atomic counter (so a
-descheduled worker just claims fewer), the caller waits only for chunks that were claimed,
-and idle workers spin briefly (`TASO_SPIN_US`, default 100 microseconds: back-to-back kernels
-find them awake) and then sleep on a condition variable.
+descheduled worker just claims fewer), the caller waits only for chunks that were claimed
+(spinning briefly, then asleep until the last one is done, so that its core goes idle and the
+scheduler can move a descheduled worker there), and idle workers spin briefly (`TASO_SPIN_US`,
+default 100 microseconds: back-to-back kernels find them awake) and then sleep on a condition
+variable.
 
 A job is (generation, next index) packed in one 64-bit atomic; a worker claims a chunk with a
 compare-and-swap on it. The caller first moves the state to an odd generation (closed), then
@@ -26,15 +28,16 @@ POOL_C = r"""
 #include <unistd.h>
 typedef void (*taso_task)(void* ctx, int32_t begin, int32_t end);
 static struct {
-  pthread_mutex_t submit, sleep_mu;
-  pthread_cond_t wake;
+  pthread_mutex_t submit, sleep_mu, done_mu;
+  pthread_cond_t wake, done_cv;
   _Atomic uint64_t state;          /* generation << 32 | next item */
-  _Atomic int32_t done, total, chunk, limit, sleepers;
+  _Atomic int32_t done, total, chunk, limit, sleepers, waiting;
   _Atomic(taso_task) fn;
   _Atomic(void*) ctx;
   int threads, started;
   long spin_ns;
-} taso_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+} taso_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+               PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER};
 
 static inline long taso_now_ns(void) {
   struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1000000000L + t.tv_nsec; }
@@ -59,7 +62,13 @@ static void taso_work(uint32_t gen, int32_t id) {
     if (atomic_compare_exchange_weak_explicit(&taso_pool.state, &s, ((uint64_t)gen << 32) | (uint32_t)end,
                                               memory_order_acq_rel, memory_order_acquire)) {
       fn(ctx, i, end);
-      atomic_fetch_add_explicit(&taso_pool.done, end - i, memory_order_release);
+      /* the last chunk wakes a caller that stopped spinning (seq_cst: see taso_parallel_for) */
+      if (atomic_fetch_add(&taso_pool.done, end - i) + (end - i) >= total && id >= 0
+          && atomic_load(&taso_pool.waiting)) {
+        pthread_mutex_lock(&taso_pool.done_mu);
+        pthread_cond_signal(&taso_pool.done_cv);
+        pthread_mutex_unlock(&taso_pool.done_mu);
+      }
       s = atomic_load_explicit(&taso_pool.state, memory_order_acquire);
     }
   }
@@ -131,10 +140,22 @@ static void taso_parallel_for(int32_t n, taso_task fn, void* ctx, int32_t limit)
     pthread_cond_broadcast(&taso_pool.wake);
     pthread_mutex_unlock(&taso_pool.sleep_mu);
   }
+  long began = taso_now_ns();
   taso_work(gen, -1);
+  /* Spin while the last claimed chunks finish (in a quiet machine, within a chunk's time), then
+     sleep until the worker that finishes the last one wakes us: a worker descheduled while it
+     holds a chunk waits behind another process for a time slice, and only an idle core here
+     lets the kernel's scheduler move it over at once. */
+  long now = taso_now_ns(), patience = (now - began) / 4 + 5000;
   for (int k = 0; atomic_load_explicit(&taso_pool.done, memory_order_acquire) < n; ++k) {
     taso_relax();
-    if ((k & 1023) == 1023) sched_yield();  /* a worker holding a chunk may be waiting for this core */
+    if ((k & 63) == 63 && taso_now_ns() - now > patience) {
+      pthread_mutex_lock(&taso_pool.done_mu);
+      atomic_store(&taso_pool.waiting, 1);
+      while (atomic_load(&taso_pool.done) < n) pthread_cond_wait(&taso_pool.done_cv, &taso_pool.done_mu);
+      atomic_store(&taso_pool.waiting, 0);
+      pthread_mutex_unlock(&taso_pool.done_mu);
+    }
   }
   pthread_mutex_unlock(&taso_pool.submit);
 }
