@@ -52,6 +52,7 @@ class CompileReport:
     kernel_nodes: int = 0  # graph nodes computed by our kernels
     fallback_nodes: int = 0  # graph nodes run by ONNX Runtime inside the module (graph.fallback)
     regions: int = 0
+    kernel_failures: list[str] = field(default_factory=list)  # groups whose kernel failed to build (run in ORT)
     arena_bytes: int = 0
     unshared_bytes: int = 0
     weight_bytes: int = 0
@@ -84,18 +85,21 @@ def compile_graph(graph: Graph, out_dir: Path, target: str = "cpu", config_for: 
     groups = partition(g)
     can_fall_back = target != "cuda" and write_region is not None
     forced: set[int] = set()  # nodes of groups whose kernel failed to build: ORT runs them
+    failures: list[str] = []
     while True:
-        report, b, failed = _build(g, groups, forced, can_fall_back, target, config_for, block, progress, clock)
+        report, b, failed = _build(g, groups, forced, can_fall_back, target, config_for, block, progress, clock,
+                                   failures)
         if failed is None:
             break
         forced.update(n.id for n in failed.nodes)
+    report.kernel_failures = failures
     publish_module(g, b, b.order, report, out_dir, write_onnx, write_region=write_region)
     return report
 
 
 def _build(g: Graph, all_groups: list[Group], forced: set[int], can_fall_back: bool, target: str,
-           config_for: ConfigFor | None, block: int, progress: Callable[[int, int], None] | None, clock: float
-           ) -> tuple[CompileReport, KernelBuilder, Group | None]:
+           config_for: ConfigFor | None, block: int, progress: Callable[[int, int], None] | None, clock: float,
+           failures: list[str]) -> tuple[CompileReport, KernelBuilder, Group | None]:
     """Lower every group and region in run order; the group whose kernel failed to build is
     returned (to run in ORT on the next try) when regions are possible, else its error raised."""
     report = CompileReport()
@@ -121,9 +125,10 @@ def _build(g: Graph, all_groups: list[Group], forced: set[int], can_fall_back: b
             continue
         try:
             b.group(step, layouts[id(step)])
-        except CodegenError:
+        except Exception as e:  # a kernel we cannot build: ORT runs the group, and the report says so
             if not can_fall_back:
                 raise
+            failures.append(f"{step.name}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
             return report, b, step
         if progress:
             progress(k + 1, len(steps))

@@ -110,7 +110,8 @@ def plan(g: Graph, groups: Sequence[Group], forced: Collection[int] = ()) -> lis
     for step in steps:
         if isinstance(step, Group) and not all(held_in_arena(g.type(r)) for r in step.inputs + step.outputs):
             return None
-        if isinstance(step, Region) and not all(held_in_arena(g.type(r)) for r in step.inputs):
+        if isinstance(step, Region) and not all(held_in_arena(g.type(r)) or r.node in g.input_ids
+                                                for r in step.inputs):
             return None
     return steps
 

@@ -110,7 +110,7 @@ class KernelBuilder:
         key = name if lay == layout.PLAIN else f"{name}@nchw{lay}c"
         if key not in self.buffers:
             t = g.type(ref)
-            if not fallback.held_in_arena(t):  # a region's output that no kernel reads: held by the runtime
+            if not fallback.held_in_arena(t) and ref.node not in g.input_ids:  # a region's output: the runtime holds it
                 self.buffers[key] = Buffer(key, (), t.dtype.value if t.dtype else "", "dynamic")
                 return key
             shape = tuple(t.shape) if lay == layout.PLAIN else layout.blocked_shape(t.shape, lay,

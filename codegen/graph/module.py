@@ -101,7 +101,7 @@ def _pointer(b: Buffer, inputs: str, outputs: str, weights: str, arena: str) -> 
     from codegen.backends.c.emit import C_TYPES
     base = {"input": f"{inputs}[{b.index}]", "output": f"{outputs}[{b.index}]",
             "weight": f"({weights} + {b.offset})", "arena": f"({arena} + {b.offset})"}[b.kind]
-    return f"({C_TYPES[b.dtype]}*)({base})"
+    return f"({C_TYPES.get(b.dtype, 'char')}*)({base})"  # a type C has no name for is only ever copied
 
 
 def c_run_function(kernels: list[Kernel], buffers: dict[str, Buffer], copies: dict[int, str],

@@ -115,6 +115,7 @@ def compile_command(model: Path, target: str, out: Path, no_optimize: bool, libr
            "intermediate_bytes_unshared": report.unshared_bytes, "weight_bytes": report.weight_bytes,
            "accel_layers": report.accel_layers, "kernel_nodes": report.kernel_nodes,
            "fallback_nodes": report.fallback_nodes, "onnxruntime_regions": report.regions,
+           "kernel_failures": report.kernel_failures,
            "check": check, "tuning_trials": trials, "speed": speed, "seconds": round(seconds, 2),
            "stage_seconds": {k: round(v, 3) for k, v in report.seconds.items()}}
     if as_json:
@@ -129,6 +130,8 @@ def compile_command(model: Path, target: str, out: Path, no_optimize: bool, libr
     console.print(f"{opt}{report.groups} fused groups → {report.kernels} kernels ({report.unique_kernels} distinct); "
                   f"intermediates in a {report.arena_bytes / 2**20:.1f} MiB arena "
                   f"(unshared: {report.unshared_bytes / 2**20:.1f} MiB); {seconds:.1f} s", highlight=False)
+    for failure in report.kernel_failures:
+        console.print(f"warning: no kernel could be built for {failure}; ONNX Runtime runs it", highlight=False)
     if report.fallback_nodes:
         console.print(f"{report.kernel_nodes} nodes on taso-py's kernels, {report.fallback_nodes} without a kernel "
                       f"run by ONNX Runtime inside the module ({report.regions} regions)", highlight=False)
