@@ -111,7 +111,8 @@ def batchnorm_to_affine(graph: Graph) -> int:
     """Rewrite each batch norm left with constant parameters as x * s + t (s, t per channel): two
     element-wise operators that fuse with their neighbours and run in any layout; returns how many."""
     done = 0
-    for bn in [n for n in graph.topo_order() if n.op.name == "batchnorm"]:
+    for bn_id in [n.id for n in graph.topo_order() if n.op.name == "batchnorm"]:
+        bn = graph.nodes[bn_id]  # as it is now: rewriting an earlier one (a chain) may have rewired its input
         params = [graph.weight(r) for r in bn.inputs[1:]]
         if any(v is None for v in params):
             continue

@@ -68,6 +68,7 @@ class _Builder:
         self.read: set[int] = set()  # existing nodes the destination reads
         self._memo: dict[tuple, int | Ref] = {}
         self._outputs: dict[Term, tuple[Source, ...]] = {}
+        self._constant: dict[int, bool] = {}  # existing node id -> computed from weights only
 
     def type(self, s: Source) -> TensorType:
         return self.graph.type(s) if isinstance(s, Ref) else self.new[s[0]].types[s[1]]
@@ -88,6 +89,8 @@ class _Builder:
         if t not in self._outputs:
             op = ops.get(t.op)
             inputs = tuple(self.term(a) for a in t.args)
+            if op.weights_only and not all(self.constant(s) for s in inputs):
+                raise Undefined(f"{op.name} of run-time data")
             in_types = [self.type(s) for s in inputs]
             attrs = op.canonical(attributes(t, self.inst, [ty.known_shape for ty in in_types]), in_types)
             types = op.infer(in_types, attrs)
@@ -99,6 +102,28 @@ class _Builder:
                 self.new.append(NewNode(op, inputs, attrs, tuple(types)))
                 self._outputs[t] = tuple((len(self.new) - 1, i) for i in range(len(types)))
         return self._outputs[t]
+
+    def constant(self, s: Source) -> bool:
+        """Whether a tensor is computed from weights only (a weight, or algebra over weights)."""
+        if not isinstance(s, Ref):
+            new = self.new[s[0]]
+            return new.op.algebra and bool(new.inputs) and all(self.constant(i) for i in new.inputs)
+        stack = [s.node]
+        while stack:  # depth first, without recursion: a data tensor's ancestry may be long
+            node = self.graph.nodes[stack[-1]]
+            if node.id in self._constant:
+                stack.pop()
+                continue
+            if not node.op.algebra or not node.inputs:  # weights, graph inputs, opaque nodes
+                self._constant[node.id] = node.op.name == "weight"
+            else:
+                known = [self._constant.get(r.node) for r in node.inputs]
+                if None in known and False not in known:
+                    stack.extend(r.node for r, k in zip(node.inputs, known) if k is None)
+                    continue
+                self._constant[node.id] = False not in known
+            stack.pop()
+        return self._constant[s.node]
 
     def _existing(self, op: OpDef, inputs: tuple[Source, ...], attrs: Any) -> Node | None:
         """A live node computing the same thing (not one the rewrite is about to remove)."""

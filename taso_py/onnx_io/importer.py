@@ -253,7 +253,13 @@ class _Translator:
         for a in node.attribute:
             if a.name == name:
                 value = helper.get_attribute_value(a)
-                return value.decode() if isinstance(value, bytes) else value
+                if not isinstance(value, bytes):
+                    return value
+                try:
+                    return value.decode()
+                except UnicodeDecodeError:
+                    raise InputError(f"{node.op_type} node {node.name or node.output[0]!r}: attribute {name!r} "
+                                     f"is not a UTF-8 string") from None
         return default
 
 

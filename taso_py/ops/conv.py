@@ -433,7 +433,7 @@ global_avgpool = OpDef(
 )
 enlarge = OpDef(
     "enlarge", ("w",), shape=_enlarge_shape, ref=_enlarge_ref, attrs=EnlargeAttrs, fusion=Fusion.INJECTIVE,
-    onnx=OnnxMapping({}, _export_enlarge),
+    onnx=OnnxMapping({}, _export_enlarge), weights_only=True,
     sym_shape=_sym_enlarge, sym_value=lambda xs, a, _D: _enlarge_ref(xs, a),
     doc="zero-pad a conv kernel, centered, to a larger kernel size (TASO's enlarge)",
 )

@@ -134,10 +134,23 @@ def _split_ref(xs: Sequence[np.ndarray], a: SplitAttrs) -> tuple[np.ndarray, ...
     return tuple(np.split(xs[0], np.cumsum(a.sizes)[:-1], axis=a.axis))
 
 
+def _ints(ctx: ImportContext, i: int, what: str) -> list[int] | None:
+    """Constant input `i` (sizes, a shape, axes, pads) as ints; None when computed at run time.
+    ONNX types these int64, and onnx's checker does not check an initializer's type: a float
+    tensor here (NaN, even) is an invalid model, refused by name."""
+    value = ctx.const(i)
+    if value is None:
+        return None
+    if value.dtype.kind not in "iu":
+        raise ShapeError(f"{ctx.op_type} {what} must be integers, got a tensor of {value.dtype}")
+    return [int(v) for v in value.reshape(-1)]
+
+
 def _import_split(ctx: ImportContext) -> tuple:
     axis = ctx.attr("axis", 0)
     dim = ctx.type(0).known_shape[norm_axis(axis, ctx.type(0).rank)]
-    sizes = ctx.attr("split") if ctx.opset < 13 else (ctx.const(1) if ctx.n_inputs > 1 and ctx.input(1) else None)
+    sizes = ctx.attr("split") if ctx.opset < 13 else (_ints(ctx, 1, "sizes") if ctx.n_inputs > 1 and ctx.input(1)
+                                                       else None)
     if sizes is None and ctx.n_inputs > 1 and ctx.input(1) is not None:
         raise Unsupported("Split with sizes computed at run time")
     if sizes is None:  # equal parts; from opset 18 the last one may be smaller
@@ -207,10 +220,10 @@ def resolve_reshape(source: tuple[int, ...], target: Sequence[int], allowzero: b
 
 
 def _import_reshape(ctx: ImportContext) -> tuple:
-    target = ctx.const(1)
+    target = _ints(ctx, 1, "shape")
     if target is None:
         raise Unsupported("Reshape to a shape computed at run time")
-    shape = resolve_reshape(ctx.type(0).known_shape, target.tolist(), bool(ctx.attr("allowzero", 0)))
+    shape = resolve_reshape(ctx.type(0).known_shape, target, bool(ctx.attr("allowzero", 0)))
     return ctx.add("reshape", [ctx.input(0)], shape=shape)
 
 
@@ -220,10 +233,10 @@ def _axes_arg(ctx: ImportContext) -> list[int] | None:
         return ctx.attr("axes")
     if ctx.n_inputs < 2 or ctx.input(1) is None:
         return None
-    axes = ctx.const(1)
+    axes = _ints(ctx, 1, "axes")
     if axes is None:
         raise Unsupported(f"{ctx.op_type} with axes computed at run time")
-    return axes.tolist()
+    return axes
 
 
 def _import_squeeze(ctx: ImportContext) -> tuple:
@@ -321,18 +334,19 @@ def _import_pad(ctx: ImportContext) -> tuple:
     if ctx.opset < 11:
         pads, value = ctx.attr("pads") or ctx.attr("paddings"), ctx.attr("value", 0.0)
     else:
-        pads = ctx.const(1)
+        pads = _ints(ctx, 1, "pads")
         value_in = ctx.const(2) if ctx.n_inputs > 2 and ctx.input(2) is not None else np.zeros(())
         if pads is None or value_in is None:
             raise Unsupported("Pad with pads or value computed at run time")
+        if value_in.size != 1:
+            raise ShapeError(f"Pad constant_value must be one value, got {value_in.size}")
         value = float(value_in.reshape(()))
-        pads = pads.tolist()
         if ctx.n_inputs > 3 and ctx.input(3) is not None:  # opset 18: pads for these axes only
-            axes = ctx.const(3)
+            axes = _ints(ctx, 3, "axes")
             if axes is None:
                 raise Unsupported("Pad with axes computed at run time")
             full = [0] * (2 * rank)
-            for k, ax in enumerate(norm_axis(int(x), rank) for x in axes.tolist()):
+            for k, ax in enumerate(norm_axis(x, rank) for x in axes):
                 full[ax], full[ax + rank] = pads[k], pads[k + len(axes)]
             pads = full
     return ctx.add("pad", [ctx.input(0)], pads=tuple(pads), value=value)

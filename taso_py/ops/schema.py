@@ -60,6 +60,9 @@ class OpDef:
     sym_shape: SymShapeFn | None = None  # the verifier's shape model (see ops.symbolic)
     sym_value: SymValueFn | None = None  # semantics over a scalar domain (see ops.symbolic)
     algebra: bool = True  # False for the structural kinds that the generator must not use
+    # its inputs are weights, never run-time data: a rewrite does not create it on data (enlarge
+    # pads kernels; on a fed kernel it would be a Pad before a Conv's weight, which ORT's PadFusion breaks)
+    weights_only: bool = False
     flops: FlopsFn | None = None  # arithmetic of one application; None: one per output element
     doc: str = ""
 

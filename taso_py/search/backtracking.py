@@ -81,8 +81,8 @@ def search(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: Sett
             best.stopped = "timeout"
             break
         cost, _, _, sig, g, p, path = heapq.heappop(queue)
-        if cost >= settings.alpha * best.cost:
-            continue  # queued before a better graph was found
+        if p is not None and cost >= settings.alpha * best.cost:
+            continue  # queued before a better graph was found (the input graph is always expanded: α may be 1)
         if p is not None:
             g = apply(g, p)
             if flatten_splits(g):
