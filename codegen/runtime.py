@@ -104,7 +104,11 @@ class CompiledModel:
         blob = (self.directory / self.manifest["weights"]).read_bytes()
         self.weights = _aligned_empty(max(len(blob), 1))
         self.weights[:len(blob)] = np.frombuffer(blob, np.uint8)
-        self.arena = _aligned_empty(max(int(self.manifest["arena_bytes"]), 1))
+        try:
+            self.arena = _aligned_empty(max(int(self.manifest["arena_bytes"]), 1))
+        except (OSError, MemoryError):
+            raise InputError(f"{directory}: its intermediates need {int(self.manifest['arena_bytes']) / 2**30:,.1f} "
+                             "GiB, more memory than this process can have") from None
         try:
             self.lib = ctypes.CDLL(str((self.directory / self.manifest["library"]).resolve()))
         except OSError as e:

@@ -217,3 +217,15 @@ def test_an_input_of_a_type_c_has_no_name_for(tmp_path: Path) -> None:
     path = save(_model(nodes, inputs, outputs, []), tmp_path / "m.onnx")
     _, _, r = _compile(path, tmp_path / "out")
     assert compare_outputs(r["want"], r["got"]).ok
+
+
+def test_intermediates_larger_than_memory_are_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A damaged file whose dims ask for 48 GiB of intermediates killed a fuzzing worker; now it is refused."""
+    from codegen.errors import CodegenError
+    from codegen.graph import compiler
+
+    monkeypatch.setattr(compiler.os, "sysconf", lambda name: 1024 if name == "SC_PAGE_SIZE" else 16)
+    model = load_model(_conv_lrn_conv(tmp_path / "m.onnx"))
+    with pytest.raises(CodegenError, match="intermediates need .* GiB at once, more than this machine's"):
+        compile_graph(model.graph, tmp_path / "out", write_region=region_writer(model.origin))
+    assert not (tmp_path / "out").exists()
