@@ -203,3 +203,9 @@ def test_fresh_names_stay_above_every_numbered_name() -> None:
     assert [source.fresh("split"), source.fresh("split"), source.fresh("x")] == ["split_6", "split_7", "x_8"]
     model = split_concat(["in", "split_1", "split_2", "split_3", "c", "out", "h_0", "h_1"], np.random.default_rng(0))
     assert {"in", "split_1", "split_2", "split_3", "c", "out", "h_0", "h_1"} == model_names(model.graph)
+
+
+def test_the_name_floor_skips_names_that_are_not_text() -> None:
+    """A bit-flipped file can hold a name protobuf hands back as bytes (fuzzer seed 20266: TypeError in info)."""
+    from taso_py.onnx_io.names import fresh_floor
+    assert fresh_floor(["conv_3", b"\xff_9", "x"]) == 4  # type: ignore[list-item]

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,8 @@ class TasoGroup(click.Group):
         sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
+        # numpy's RuntimeWarnings on a damaged model's values (NaN casts) would break the one-line contract
+        warnings.simplefilter("ignore", RuntimeWarning)
         try:
             return super().invoke(ctx)
         except TasoError as e:

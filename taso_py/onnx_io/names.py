@@ -43,7 +43,7 @@ def model_names(graph: onnx.GraphProto) -> set[str]:
 
 def fresh_floor(names: Iterable[str]) -> int:
     """The smallest counter from which `{hint}_{n}` equals none of `names`, for any hint."""
-    return max((int(m.group(1)) + 1 for n in names if (m := _SUFFIX.search(n))), default=0)
+    return max((int(m.group(1)) + 1 for n in names if isinstance(n, str) and (m := _SUFFIX.search(n))), default=0)
 
 
 def avoid_names(graph: Graph, names: Iterable[str]) -> None:
