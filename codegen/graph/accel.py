@@ -30,6 +30,7 @@ from codegen.graph import fallback, layout
 from codegen.graph.compiler import CompileReport, prepare, publish_module
 from codegen.graph.fallback import Region, RegionWriter
 from codegen.graph.kernels import Buffer, Kernel, KernelBuilder
+from codegen.graph.module import ort_step
 from codegen.graph.partition import Group, make_group, partition
 from taso_py.graph.evaluate import evaluate
 from taso_py.graph.ir import Graph, Node
@@ -107,7 +108,7 @@ def compile_accel(graph: Graph, out_dir: Path, write_onnx: Callable[[Path], None
         if kind == "ort":
             b.region(item)
             order.append(b.order[-1])
-            steps.append({"kind": "ort", "kernel": len(order) - 1, "model": f"{b.order[-1].name}.onnx"})
+            steps.append(ort_step(len(order) - 1, b.order[-1]))
         elif kind == "host":
             first = len(b.steps)
             b.group(item, layout.PLAIN)

@@ -122,8 +122,13 @@ def c_run_function(kernels: list[Kernel], buffers: dict[str, Buffer], copies: di
 def region_steps(order: list[Kernel], regions: dict[str, Any]) -> list[dict[str, Any]]:
     """Every step of a run for the runtime: a kernel of model.so, or a region ONNX Runtime runs
     from `<name>.onnx` (its tensors are named as the buffers in NCHW it reads and writes)."""
-    return [{"kind": "ort", "kernel": k, "model": f"{kernel.name}.onnx"} if kernel.name in regions
-            else {"kind": "host", "kernel": k} for k, kernel in enumerate(order)]
+    return [ort_step(k, kernel) if kernel.name in regions else {"kind": "host", "kernel": k}
+            for k, kernel in enumerate(order)]
+
+
+def ort_step(k: int, kernel: Kernel) -> dict[str, Any]:
+    """The runtime's step for the region `kernel`, the k-th of a run."""
+    return {"kind": "ort", "kernel": k, "model": f"{kernel.name}.onnx"}
 
 
 # ---- the directory --------------------------------------------------------------------------
