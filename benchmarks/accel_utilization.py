@@ -28,13 +28,21 @@ from typing import Any
 
 import numpy as np
 import onnx
+from taso_py.codegen.backends.accel import (
+    AccelConfig,
+    ConvShape,
+    Epilogue,
+    LayerAttrs,
+    conv2d_program,
+    reference,
+    run_layer,
+)
+from taso_py.codegen.backends.accel.codegen import simulate_timing
+from taso_py.codegen.backends.accel.lowered import conv2d_schedule, run_lowered
+from taso_py.codegen.backends.accel.quant import _tiling, device_shape
+from taso_py.codegen.lower import lower
 
 from benchmarks.models import build
-from codegen.backends.accel import AccelConfig, ConvShape, Epilogue, LayerAttrs, conv2d_program, reference, run_layer
-from codegen.backends.accel.codegen import simulate_timing
-from codegen.backends.accel.lowered import conv2d_schedule, run_lowered
-from codegen.backends.accel.quant import _tiling, device_shape
-from codegen.lower import lower
 from taso_py.atomic import write_json, write_text
 
 RESULTS = Path(__file__).parent / "results"

@@ -81,9 +81,9 @@ def _matmul_model(m: int, k: int, n: int) -> Any:
 def _compiled(model: Any, work: Path, name: str, winograd: bool = True) -> tuple[Any, dict[str, np.ndarray]]:
     """The model compiled as taso compile does (no superoptimizer: one operator), and random feeds."""
     import onnx
+    from taso_py.codegen.graph import compile_graph
+    from taso_py.codegen.runtime import CompiledModel, random_inputs
 
-    from codegen.graph import compile_graph
-    from codegen.runtime import CompiledModel, random_inputs
     from taso_py.onnx_io import load_model
     path = work / f"{name}.onnx"
     onnx.save(model, path)
@@ -146,7 +146,7 @@ def _timed(fn: Callable[[], Any], runs: int) -> list[float]:
 
 
 def bench_convs(runs: int, threads: int, peak: float, work: Path) -> list[dict[str, Any]]:
-    from codegen.topi import winograd
+    from taso_py.codegen.topi import winograd
     rows = []
     for net, layers in (("ResNet-50", RESNET50), ("VGG-19", VGG19)):
         for c, size, o, k, stride in layers:
@@ -178,7 +178,7 @@ class Triad:
     """The STREAM triad (`codegen.machine`), one run at a time, to time beside a kernel."""
 
     def __init__(self, threads: int, elements: int = 1 << 25) -> None:
-        from codegen import machine
+        from taso_py.codegen import machine
         self.lib, self.threads, self.n = machine._library(), threads, elements
         self.a, self.b, self.c = (np.full(elements, v, np.float32) for v in (1.0, 2.0, 3.0))
 
@@ -250,11 +250,12 @@ def bench_dispatch(runs: int, threads: int, work: Path) -> dict[str, Any]:
 
 
 def bench_chain(n: int, runs: int, threads: int) -> dict[str, Any]:
-    from codegen import te
-    from codegen.backends.c import build
-    from codegen.lower import lower
-    from codegen.topi import registry
-    from codegen.tune.space import Config
+    from taso_py.codegen import te
+    from taso_py.codegen.backends.c import build
+    from taso_py.codegen.lower import lower
+    from taso_py.codegen.topi import registry
+    from taso_py.codegen.tune.space import Config
+
     from taso_py.types import TensorType
     rng = np.random.default_rng(0)
     a, b, c = (rng.standard_normal(n, np.float32) for _ in range(3))

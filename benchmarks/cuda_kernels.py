@@ -25,14 +25,14 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from taso_py.codegen import te
+from taso_py.codegen.backends.cuda import CudaKernel, build, device_count
+from taso_py.codegen.backends.cuda.emulate import build_emulated
+from taso_py.codegen.lower import lower
+from taso_py.codegen.topi import compute, schedule_group
+from taso_py.codegen.topi.cuda import dense as _dense  # noqa: F401  (registers the cuda schedules)
+from taso_py.codegen.tune.space import Config
 
-from codegen import te
-from codegen.backends.cuda import CudaKernel, build, device_count
-from codegen.backends.cuda.emulate import build_emulated
-from codegen.lower import lower
-from codegen.topi import compute, schedule_group
-from codegen.topi.cuda import dense as _dense  # noqa: F401  (registers the cuda schedules)
-from codegen.tune.space import Config
 from taso_py.types import TensorType
 
 MATMUL_GRID = {"block_m": (64, 128), "block_n": (64, 128), "thread_m": (4, 8), "thread_n": (4, 8), "tile_k": (8, 16)}

@@ -185,8 +185,9 @@ def check_optimize(case: Case, work: Path, library: Library, result: Result) -> 
 def check_compile(case: Case, model: OnnxModel, work: Path, result: Result) -> None:
     """Compile the optimized graph as `taso compile` does (operators without a kernel in ORT
     regions), run the module and compare it with the original in ORT."""
-    from codegen.graph import compile_graph
-    from codegen.runtime import CompiledModel
+    from taso_py.codegen.graph import compile_graph
+    from taso_py.codegen.runtime import CompiledModel
+
     from taso_py.onnx_io.exporter import region_writer
 
     try:

@@ -9,7 +9,7 @@ import re
 import subprocess
 from typing import Any
 
-from codegen import isa, machine
+from taso_py.codegen import isa, machine
 
 
 def lscpu_model() -> str:

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from taso_py.verifier.prover import DEFAULT_TIMEOUT, prove
 
 from taso_py.atomic import write_json
 from taso_py.library import parse_rule
 from tests.verifier_cases import HARD_TRUE_RULES, TRUE_RULES, WRONG_RULES, Case
-from verifier.prover import DEFAULT_TIMEOUT, prove
 
 STATUSES = ("PROVED", "REFUTED", "UNKNOWN")
 # Summary table columns: (title, alignment and width).

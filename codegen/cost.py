@@ -16,8 +16,9 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from codegen.machine import Limits, limits
-from codegen.topi import conv, winograd
+from taso_py.codegen.machine import Limits, limits
+from taso_py.codegen.topi import conv, winograd
+
 from taso_py.cost.model import OpCall
 from taso_py.ops.schema import Fusion
 

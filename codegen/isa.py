@@ -116,10 +116,10 @@ def host() -> Isa:
     asked = os.environ.get("TASO_ISA", "").strip().lower()
     if asked:
         if asked not in LEVELS:
-            from codegen.errors import CodegenError
+            from taso_py.codegen.errors import CodegenError
             raise CodegenError(f"TASO_ISA={asked!r}: expected one of {', '.join(LEVELS)}")
         if LEVELS.index(asked) > LEVELS.index(level):
-            from codegen.errors import CodegenError
+            from taso_py.codegen.errors import CodegenError
             raise CodegenError(f"TASO_ISA={asked}: this CPU ({model}) only has {level}")
         level = asked
     return Isa(level, model, _cache_size(1, "Data Unified") or 32 << 10, _cache_size(2, "Unified") or 1 << 20,

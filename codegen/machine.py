@@ -19,8 +19,9 @@ import statistics
 import time
 from dataclasses import asdict, dataclass
 
-from codegen import isa
-from codegen.backends.c.pool import POOL_C
+from taso_py.codegen import isa
+from taso_py.codegen.backends.c.pool import POOL_C
+
 from taso_py.atomic import write_json
 
 _SOURCE = r"""
@@ -87,7 +88,7 @@ def _threads(asked: int | None, table: dict[str, float]) -> int:
 
 @functools.lru_cache(maxsize=1)
 def _library() -> ctypes.CDLL:
-    from codegen.backends.c.build import compile_shared
+    from taso_py.codegen.backends.c.build import compile_shared
     lib = ctypes.CDLL(str(compile_shared(_SOURCE.replace("LANES", str(isa.host().lanes)))))
     lib.fma_peak.argtypes = [ctypes.c_int32, ctypes.c_long, ctypes.c_void_p]
     lib.triad.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long, ctypes.c_int32]
@@ -147,7 +148,7 @@ def measure(threads: tuple[int, ...] | None = None, attempts: int = 3) -> Limits
 
 def limits() -> Limits:
     """This machine's limits, measured on first use and cached per CPU model and ISA."""
-    from codegen.backends.c.build import cache_dir
+    from taso_py.codegen.backends.c.build import cache_dir
     path = cache_dir().parent / "machine.json"
     key = f"{isa.host().key}|{os.cpu_count()}"
     try:

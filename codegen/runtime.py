@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from taso_py.codegen import isa
+from taso_py.codegen.errors import CodegenError
 
-from codegen import isa
-from codegen.errors import CodegenError
 from taso_py.errors import InputError
 from taso_py.runtime import Latency, random_arrays
 
@@ -231,7 +231,7 @@ class CompiledModel:
 
     def _accel_layer(self, step: dict, kernel: dict, arrays: list[np.ndarray], outs: list[np.ndarray]) -> None:
         """Quantize the input, run the layer on the simulated accelerator, dequantize (see codegen.graph.accel)."""
-        from codegen.backends.accel.quant import LayerAttrs, quantize, run_layer
+        from taso_py.codegen.backends.accel.quant import LayerAttrs, quantize, run_layer
         x = self._view(kernel["args"][0], arrays, outs)
         s_x = step["input_scale"]
         w = self._view(step["weights"], arrays, outs)

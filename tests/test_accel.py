@@ -6,9 +6,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-
-from codegen import te
-from codegen.backends.accel import (
+from taso_py.codegen import te
+from taso_py.codegen.backends.accel import (
     AccelConfig,
     AccelGemmIntrin,
     BufferOverflowError,
@@ -22,11 +21,11 @@ from codegen.backends.accel import (
     reference,
     run_layer,
 )
-from codegen.backends.accel.codegen import Tiling, simulate_timing
-from codegen.backends.accel.intrin import ConvBlock, conv_kernel
-from codegen.backends.accel.isa import Alu, Finish, Gemm, Load, Store
-from codegen.backends.accel.lowered import conv2d_schedule, matmul_schedule, program_from_lowered, run_lowered
-from codegen.backends.accel.quant import (
+from taso_py.codegen.backends.accel.codegen import Tiling, simulate_timing
+from taso_py.codegen.backends.accel.intrin import ConvBlock, conv_kernel
+from taso_py.codegen.backends.accel.isa import Alu, Finish, Gemm, Load, Store
+from taso_py.codegen.backends.accel.lowered import conv2d_schedule, matmul_schedule, program_from_lowered, run_lowered
+from taso_py.codegen.backends.accel.quant import (
     activation_scale,
     dequantize,
     error_bound,
@@ -35,9 +34,9 @@ from codegen.backends.accel.quant import (
     quantize_weights,
     requant_params,
 )
-from codegen.errors import CodegenError, ScheduleError
-from codegen.lower import lower
-from codegen.schedule import create_schedule
+from taso_py.codegen.errors import CodegenError, ScheduleError
+from taso_py.codegen.lower import lower
+from taso_py.codegen.schedule import create_schedule
 
 CFG = AccelConfig()
 

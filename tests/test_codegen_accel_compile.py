@@ -10,12 +10,12 @@ import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
+from taso_py.codegen.graph import compile_graph
+from taso_py.codegen.graph.accel import ACCEL_RTOL, offloadable
+from taso_py.codegen.graph.compiler import prepare
+from taso_py.codegen.runtime import CompiledModel, random_inputs
 
 from benchmarks import models
-from codegen.graph import compile_graph
-from codegen.graph.accel import ACCEL_RTOL, offloadable
-from codegen.graph.compiler import prepare
-from codegen.runtime import CompiledModel, random_inputs
 from taso_py.cli import main
 from taso_py.graph import Graph
 from taso_py.onnx_io import load_model

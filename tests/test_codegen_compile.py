@@ -11,10 +11,10 @@ import onnx
 import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
+from taso_py.codegen.errors import CodegenError
+from taso_py.codegen.graph import compile_graph
+from taso_py.codegen.runtime import CompiledModel
 
-from codegen.errors import CodegenError
-from codegen.graph import compile_graph
-from codegen.runtime import CompiledModel
 from taso_py.cli import main
 from taso_py.errors import InputError
 from taso_py.graph import Graph, evaluate
@@ -182,7 +182,7 @@ def test_a_module_built_for_a_wider_isa_is_refused_clearly(tmp_path: Path, monke
     assert manifest["cpu"]["isa"] in ("sse", "avx2", "avx512")
     manifest["cpu"] = {"model": "a future CPU", "isa": "avx512"}
     (tmp_path / "m" / "manifest.json").write_text(json.dumps(manifest))
-    from codegen import isa
+    from taso_py.codegen import isa
     monkeypatch.setattr(isa, "host", lambda: isa.Isa("avx2", "an older CPU", 32 << 10, 1 << 20, 8 << 20))
     with pytest.raises(InputError, match=r"compiled for avx512 .* has avx2: compile the model again"):
         CompiledModel(tmp_path / "m")
@@ -217,10 +217,10 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
 
 def test_threads_is_a_knob_of_every_parallel_template() -> None:
     """Tuning may run a small kernel on fewer threads: the knob reaches the OpenMP pragma."""
-    from codegen import te, topi
-    from codegen.backends.c.emit import CEmitter
-    from codegen.lower import lower
-    from codegen.tune.space import Config
+    from taso_py.codegen import te, topi
+    from taso_py.codegen.backends.c.emit import CEmitter
+    from taso_py.codegen.lower import lower
+    from taso_py.codegen.tune.space import Config
     a = te.placeholder((256, 256), name="a")
     (r,) = topi.compute("relu", [a], None, [TensorType((256, 256))])
     probe = Config()

@@ -9,13 +9,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-
-from codegen import te
-from codegen.backends.c import build
-from codegen.errors import CodegenError, ScheduleError
-from codegen.lower import Allocate, For, GemmIntrin, IfThenElse, Intrinsic, lower, simplify, walk_stmts
-from codegen.lower.ir import PrimFunc
-from codegen.schedule import LoopKind, create_schedule
+from taso_py.codegen import te
+from taso_py.codegen.backends.c import build
+from taso_py.codegen.errors import CodegenError, ScheduleError
+from taso_py.codegen.lower import Allocate, For, GemmIntrin, IfThenElse, Intrinsic, lower, simplify, walk_stmts
+from taso_py.codegen.lower.ir import PrimFunc
+from taso_py.codegen.schedule import LoopKind, create_schedule
 
 RNG = np.random.default_rng(0)
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import onnx
 import pytest
 from click.testing import CliRunner
+from taso_py.codegen.backends.cuda import device_count
+from taso_py.codegen.backends.cuda.emulate import compile_emulated
+from taso_py.codegen.graph import compile_graph
+from taso_py.codegen.runtime import CompiledModel, random_inputs
 
 from benchmarks import models
-from codegen.backends.cuda import device_count
-from codegen.backends.cuda.emulate import compile_emulated
-from codegen.graph import compile_graph
-from codegen.runtime import CompiledModel, random_inputs
 from taso_py.cli import main
 from taso_py.onnx_io import load_model, save_model
 from taso_py.runtime import compare_outputs

@@ -11,10 +11,10 @@ import onnx
 import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper
+from taso_py.codegen.graph import compile_graph, fallback, partition
+from taso_py.codegen.graph.compiler import prepare
+from taso_py.codegen.runtime import CompiledModel, random_inputs
 
-from codegen.graph import compile_graph, fallback, partition
-from codegen.graph.compiler import prepare
-from codegen.runtime import CompiledModel, random_inputs
 from taso_py.cli import main
 from taso_py.onnx_io import load_model
 from taso_py.onnx_io.exporter import region_writer
@@ -144,7 +144,7 @@ def test_accel_target_runs_regions_too(tmp_path: Path) -> None:
 
 
 def test_without_a_region_writer_the_error_names_the_operator(tmp_path: Path) -> None:
-    from codegen.errors import CodegenError
+    from taso_py.codegen.errors import CodegenError
     model = load_model(_conv_lrn_conv(tmp_path / "m.onnx"))
     with pytest.raises(CodegenError, match="no kernel for LRN 'n'"):
         compile_graph(model.graph, tmp_path / "out")
@@ -193,7 +193,7 @@ def test_optimize_writes_an_output_whose_shape_only_ort_knows(tmp_path: Path) ->
 def test_a_group_whose_kernel_fails_to_build_runs_in_ort(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A kernel the code generator cannot build (here: a compute made to fail) costs that group
     its kernel, not the model its compile."""
-    from codegen import topi
+    from taso_py.codegen import topi
 
     def refuse(*_args: object) -> None:
         raise ValueError("not this one")  # a bug in a kernel template, not only a CodegenError
@@ -221,8 +221,8 @@ def test_an_input_of_a_type_c_has_no_name_for(tmp_path: Path) -> None:
 
 def test_intermediates_larger_than_memory_are_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A damaged file whose dims ask for 48 GiB of intermediates killed a fuzzing worker; now it is refused."""
-    from codegen.errors import CodegenError
-    from codegen.graph import compiler
+    from taso_py.codegen.errors import CodegenError
+    from taso_py.codegen.graph import compiler
 
     monkeypatch.setattr(compiler.os, "sysconf", lambda name: 1024 if name == "SC_PAGE_SIZE" else 16)
     model = load_model(_conv_lrn_conv(tmp_path / "m.onnx"))

@@ -13,16 +13,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from taso_py.codegen import machine, te
+from taso_py.codegen.backends.c import build
+from taso_py.codegen.cost import KernelCost
+from taso_py.codegen.lower import lower
+from taso_py.codegen.lower.simplify import simplify
+from taso_py.codegen.schedule import create_schedule
+from taso_py.codegen.te.expr import Var
+from taso_py.codegen.topi import registry
+from taso_py.codegen.tune.space import Config
 
-from codegen import machine, te
-from codegen.backends.c import build
-from codegen.cost import KernelCost
-from codegen.lower import lower
-from codegen.lower.simplify import simplify
-from codegen.schedule import create_schedule
-from codegen.te.expr import Var
-from codegen.topi import registry
-from codegen.tune.space import Config
 from taso_py.cost.model import OpCall
 from taso_py.ops import OPS
 from taso_py.ops.conv import Conv2dAttrs

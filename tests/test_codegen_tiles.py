@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from taso_py.codegen import isa, te
+from taso_py.codegen.backends.c import build
+from taso_py.codegen.backends.c.micro import intrinsic_source
+from taso_py.codegen.errors import CodegenError, ScheduleError
+from taso_py.codegen.lower import Intrinsic, lower, walk_stmts
+from taso_py.codegen.lower.intrin import TileIntrin
+from taso_py.codegen.schedule import create_schedule
+from taso_py.codegen.topi import conv, registry, tiling
+from taso_py.codegen.topi import linalg as _linalg  # noqa: F401  (registers matmul)
+from taso_py.codegen.tune.space import Config
 
-from codegen import isa, te
-from codegen.backends.c import build
-from codegen.backends.c.micro import intrinsic_source
-from codegen.errors import CodegenError, ScheduleError
-from codegen.lower import Intrinsic, lower, walk_stmts
-from codegen.lower.intrin import TileIntrin
-from codegen.schedule import create_schedule
-from codegen.topi import conv, registry, tiling
-from codegen.topi import linalg as _linalg  # noqa: F401  (registers matmul)
-from codegen.tune.space import Config
 from taso_py.ops import OPS
 from taso_py.ops.conv import Conv2dAttrs
 from taso_py.types import TensorType

@@ -10,13 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from codegen import isa, te
-from codegen.backends.c import build
-from codegen.errors import CodegenError
-from codegen.lower import lower
-from codegen.schedule import Schedule, create_schedule
-from codegen.tune import (
+from taso_py.codegen import isa, te
+from taso_py.codegen.backends.c import build
+from taso_py.codegen.errors import CodegenError
+from taso_py.codegen.lower import lower
+from taso_py.codegen.schedule import Schedule, create_schedule
+from taso_py.codegen.tune import (
     Config,
     CostModel,
     Space,
@@ -28,8 +27,8 @@ from codegen.tune import (
     tune,
     workload_key,
 )
-from codegen.tune.records import read
-from codegen.tune.runner import Runner
+from taso_py.codegen.tune.records import read
+from taso_py.codegen.tune.runner import Runner
 
 N = 64
 
@@ -214,8 +213,9 @@ def test_cost_model_ranks_held_out_configs() -> None:
 
 def test_tune_the_operator_library_matmul_template(tmp_path: Path) -> None:
     """The real template (codegen/topi/linalg.py, through the fused-group driver) tunes the same way."""
-    import codegen.topi.linalg  # noqa: F401  (registers matmul)
-    from codegen import topi
+    import taso_py.codegen.topi.linalg  # noqa: F401  (registers matmul)
+    from taso_py.codegen import topi
+
     from taso_py.types import TensorType
 
     a = te.placeholder((48, 64), name="A")
@@ -317,9 +317,10 @@ def test_cost_model_ranks_real_timings_of_held_out_configs() -> None:
     orders 20 others (measured here: Spearman 0.83 at 256^3, 0.80 at 512^3 with 30 held out)."""
     import random
 
-    import codegen.topi.linalg  # noqa: F401  (registers matmul)
-    from codegen import topi
-    from codegen.tune.tuner import _Search
+    import taso_py.codegen.topi.linalg  # noqa: F401  (registers matmul)
+    from taso_py.codegen import topi
+    from taso_py.codegen.tune.tuner import _Search
+
     from taso_py.types import TensorType
 
     a, b = te.placeholder((128, 128), name="A"), te.placeholder((128, 128), name="B")

@@ -16,20 +16,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from taso_py.codegen import te
+from taso_py.codegen.backends.c import build as build_c
+from taso_py.codegen.backends.cuda import CudaModule, build, device_count, nvcc, source
+from taso_py.codegen.backends.cuda.build import NVCC_FLAGS
+from taso_py.codegen.backends.cuda.emulate import build_emulated
+from taso_py.codegen.errors import CodegenError
+from taso_py.codegen.lower import Allocate, PrimFunc, lower, walk_stmts
+from taso_py.codegen.schedule import create_schedule
+from taso_py.codegen.topi import compute, schedule_group
+from taso_py.codegen.topi import conv as conv_ops
+from taso_py.codegen.topi.cuda import dense  # noqa: F401  (registers the cuda schedules)
+from taso_py.codegen.tune.space import Config
 from test_codegen_ops import CASES, Case
 
-from codegen import te
-from codegen.backends.c import build as build_c
-from codegen.backends.cuda import CudaModule, build, device_count, nvcc, source
-from codegen.backends.cuda.build import NVCC_FLAGS
-from codegen.backends.cuda.emulate import build_emulated
-from codegen.errors import CodegenError
-from codegen.lower import Allocate, PrimFunc, lower, walk_stmts
-from codegen.schedule import create_schedule
-from codegen.topi import compute, schedule_group
-from codegen.topi import conv as conv_ops
-from codegen.topi.cuda import dense  # noqa: F401  (registers the cuda schedules)
-from codegen.tune.space import Config
 from taso_py.ops import OPS
 from taso_py.ops.conv import Conv2dAttrs
 from taso_py.types import TensorType
@@ -383,7 +383,7 @@ def test_too_many_threads_per_block_is_refused() -> None:
 
 
 def test_cuda_schedules_exist_for_every_cpu_pattern() -> None:
-    from codegen.topi.registry import SCHEDULE
+    from taso_py.codegen.topi.registry import SCHEDULE
     cpu = {tag for target, tag in SCHEDULE if target == "cpu"}
     cuda = {tag for target, tag in SCHEDULE if target == "cuda"}
     assert cpu <= cuda, cpu - cuda

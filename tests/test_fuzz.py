@@ -129,7 +129,7 @@ def test_a_changed_interface_is_caught(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def test_a_wrong_compiled_module_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from codegen.runtime import CompiledModel
+    from taso_py.codegen.runtime import CompiledModel
 
     real = CompiledModel.run
     monkeypatch.setattr(CompiledModel, "run", lambda self, feeds: {k: v + 1 for k, v in real(self, feeds).items()})

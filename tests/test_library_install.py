@@ -16,12 +16,12 @@ DEFAULT = ROOT / "rules" / "default.json"
 
 
 def _package_folders() -> set[str]:
-    """Every folder with an __init__.py in the three installed trees, as a dotted package name."""
+    """Every folder with an __init__.py in the three installed trees, as the dotted name it installs under."""
     found = set()
-    for top in ("taso_py", "verifier", "codegen"):
+    for top, prefix in (("taso_py", ()), ("verifier", ("taso_py",)), ("codegen", ("taso_py",))):
         for init in (ROOT / top).rglob("__init__.py"):
             if "__pycache__" not in init.parts:
-                found.add(".".join(init.parent.relative_to(ROOT).parts))
+                found.add(".".join(prefix + init.parent.relative_to(ROOT).parts))
     return found
 
 
@@ -31,7 +31,8 @@ def test_pyproject_lists_every_package() -> None:
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     packages = set(setuptools["packages"])
     assert _package_folders() - packages == set(), "add these packages to [tool.setuptools] packages"
-    assert setuptools["package-dir"]["taso_py.rules"] == "rules"
+    assert setuptools["package-dir"] == {"taso_py.rules": "rules", "taso_py.verifier": "verifier",
+                                         "taso_py.codegen": "codegen"}
     assert (ROOT / "rules" / "__init__.py").is_file()
     assert "*.json" in setuptools["package-data"]["taso_py.rules"]
 

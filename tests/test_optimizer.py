@@ -16,6 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
+from taso_py.verifier.encoding import encode_rule
+from taso_py.verifier.prover import prove
+from taso_py.verifier.refuter import instances
 
 from benchmarks import models
 from taso_py import ops
@@ -37,9 +40,6 @@ from taso_py.search.backtracking import Settings, search
 from taso_py.types import DType, TensorType
 from tests import corpus
 from tests.op_count import OpCount
-from verifier.encoding import encode_rule
-from verifier.prover import prove
-from verifier.refuter import instances
 
 TASO = [sys.executable, "-m", "taso_py"]
 MERGE = ("(matmul(a, b), matmul(a, c)) == (split(matmul(a, concat(b, c, axis=1)), axis=1, "

@@ -17,8 +17,10 @@ def test_non_editable_install_runs(tmp_path: Path) -> None:
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".*", "build", "out", "*.egg-info", "__pycache__"))
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
                     "--target", str(target), str(source)], check=True, capture_output=True)
-    for package in ("taso_py", "verifier", "codegen"):
+    for package in ("taso_py", "taso_py/verifier", "taso_py/codegen", "taso_py/codegen/backends/c"):
         assert (target / package / "__init__.py").is_file()
+    # no generic top-level packages that would collide with others of the same name
+    assert not (target / "verifier").exists() and not (target / "codegen").exists()
     assert (target / "taso_py" / "ops" / "conv.py").is_file()
     env = {**os.environ, "PYTHONPATH": str(target)}
     example = ROOT / "examples" / "inception_v3_small.onnx"

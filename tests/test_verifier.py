@@ -9,17 +9,17 @@ import random
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from taso_py.verifier.concrete import Instance, evaluate, numeric, symbolic
+from taso_py.verifier.encoding import encode_rule
+from taso_py.verifier.prover import prove
+from taso_py.verifier.refuter import instances
+from taso_py.verifier.validation import validate
 
 from taso_py import ops
 from taso_py.cli import main
 from taso_py.library import parse_rule
 from taso_py.ops.schema import Axiom
 from taso_py.ops.symbolic import FLOAT, as_objects
-from verifier.concrete import Instance, evaluate, numeric, symbolic
-from verifier.encoding import encode_rule
-from verifier.prover import prove
-from verifier.refuter import instances
-from verifier.validation import validate
 
 # One term per verifiable operator, so its model and semantics can be checked on many shapes.
 OP_TERMS = {

@@ -7,11 +7,12 @@ test lists every case that misses, with what the prover said.
 
 from __future__ import annotations
 
+from taso_py.verifier.prover import prove
+
 from taso_py.generator.candidates import canonical
 from taso_py.library import parse_rule
 from tests.verifier_cases import HARD_TRUE_RULES, TRUE_RULES, WRONG_RULES, Case
 from tests.verifier_heldout_cases import TRUE, VACUOUS, WRONG
-from verifier.prover import prove
 
 TIMEOUT = 10.0
 MIN_PROVED = 0.95

@@ -9,10 +9,10 @@ never be REFUTED.
 from __future__ import annotations
 
 import pytest
+from taso_py.verifier.prover import prove
 
 from taso_py.library import parse_rule
 from tests.verifier_cases import HARD_TRUE_RULES, TRUE_RULES, WRONG_RULES, Case
-from verifier.prover import prove
 
 TIMEOUT = 10.0
 MIN_PROVED = 0.95

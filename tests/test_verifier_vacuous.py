@@ -12,17 +12,17 @@ import json
 from pathlib import Path
 
 import pytest
+import taso_py.verifier.prover as prover
 from click.testing import CliRunner
+from taso_py.verifier.encoding import encode_rule
+from taso_py.verifier.prover import prove
+from taso_py.verifier.vacuity import decide, show
 
-import verifier.prover as prover
 from taso_py.cli import main
 from taso_py.generator import pipeline
 from taso_py.generator.executor import LocalExecutor
 from taso_py.library import parse_rule
 from taso_py.library.store import Entry, Library
-from verifier.encoding import encode_rule
-from verifier.prover import prove
-from verifier.vacuity import decide, show
 
 TRANSPOSE_CONCAT = ("transpose(concat(x, y, axis=0), perm=[1, 0]) == "
                     "concat(transpose(x, perm=[1, 0]), transpose(y, perm=[1, 0]), axis=0)")
@@ -109,8 +109,7 @@ def test_explanations_name_only_what_the_proof_used() -> None:
 
 def test_shapes_read_like_the_rule_syntax() -> None:
     import z3
-
-    from verifier.encoding import DIM
+    from taso_py.verifier.encoding import DIM
 
     x = z3.Const("x", encode_rule(parse_rule("relu(x) == relu(x)")).env.tensors["x"].sort())
     e = z3.simplify(DIM(x, 2) + 2 - DIM(x, 3) * 3 - 1)

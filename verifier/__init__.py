@@ -4,8 +4,8 @@
 `validate(axiom)` checks an axiom against the operators' semantics (see `verifier.validation`).
 """
 
-from verifier.prover import prove
-from verifier.results import Counterexample, Proved, Refuted, Result, Unknown, Vacuous
-from verifier.validation import validate
+from taso_py.verifier.prover import prove
+from taso_py.verifier.results import Counterexample, Proved, Refuted, Result, Unknown, Vacuous
+from taso_py.verifier.validation import validate
 
 __all__ = ["Counterexample", "Proved", "Refuted", "Result", "Unknown", "Vacuous", "prove", "validate"]

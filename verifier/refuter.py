@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 import z3
+from taso_py.verifier.concrete import Instance, Undefined, evaluate, numeric
+from taso_py.verifier.encoding import DIM, MAX_RANK, RANK, EncodedRule, encode_rule
+from taso_py.verifier.results import Counterexample
 
 from taso_py.library.terms import Rule
-from verifier.concrete import Instance, Undefined, evaluate, numeric
-from verifier.encoding import DIM, MAX_RANK, RANK, EncodedRule, encode_rule
-from verifier.results import Counterexample
 
 MAX_DIM = 5
 TOLERANCE = 1e-9

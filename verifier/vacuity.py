@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import z3
-
-from verifier.encoding import DIM, MAX_RANK, OK, RANK, Z3A, Encoded, EncodedRule, tensor_facts
-from verifier.results import RankCase
+from taso_py.verifier.encoding import DIM, MAX_RANK, OK, RANK, Z3A, Encoded, EncodedRule, tensor_facts
+from taso_py.verifier.results import RankCase
 
 TIMEOUT_MS = 5000  # the global query (the refuter's shape solver has the same)
 CASE_TIMEOUT_MS = 2000  # one rank assignment

@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from taso_py.codegen.errors import CodegenError
+from taso_py.codegen.graph import fallback, layout
+from taso_py.codegen.graph.compiler import CompileReport, prepare, publish_module
+from taso_py.codegen.graph.fallback import Region, RegionWriter
+from taso_py.codegen.graph.kernels import Buffer, Kernel, KernelBuilder
+from taso_py.codegen.graph.module import ort_step
+from taso_py.codegen.graph.partition import Group, make_group, partition
 
-from codegen.errors import CodegenError
-from codegen.graph import fallback, layout
-from codegen.graph.compiler import CompileReport, prepare, publish_module
-from codegen.graph.fallback import Region, RegionWriter
-from codegen.graph.kernels import Buffer, Kernel, KernelBuilder
-from codegen.graph.module import ort_step
-from codegen.graph.partition import Group, make_group, partition
 from taso_py.graph.evaluate import evaluate
 from taso_py.graph.ir import Graph, Node
 from taso_py.runtime import random_feeds
@@ -135,7 +135,7 @@ def compile_accel(graph: Graph, out_dir: Path, write_onnx: Callable[[Path], None
 
 def _accel_step(g: Graph, b: KernelBuilder, node: Node, s_x: float, name: str) -> tuple[Kernel, dict[str, Any]]:
     """An offloaded layer: its quantized weights (and bias) stored as weights, and the step the runtime runs."""
-    from codegen.backends.accel.quant import quantize_bias, quantize_weights
+    from taso_py.codegen.backends.accel.quant import quantize_bias, quantize_weights
     w = g.weight(node.inputs[1])
     if node.op.name == "matmul":
         w_q, s_w = quantize_weights(np.ascontiguousarray(w.T))  # per output column

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codegen.backends.c.emit import CEmitter
-from codegen.errors import CodegenError
-from codegen.graph import fallback, layout
-from codegen.graph.fallback import Region, RegionWriter
-from codegen.graph.kernels import Buffer, ConfigFor, Kernel, KernelBuilder, prepack
-from codegen.graph.memory import plan_memory
-from codegen.graph.module import (
+from taso_py.codegen.backends.c.emit import CEmitter
+from taso_py.codegen.errors import CodegenError
+from taso_py.codegen.graph import fallback, layout
+from taso_py.codegen.graph.fallback import Region, RegionWriter
+from taso_py.codegen.graph.kernels import Buffer, ConfigFor, Kernel, KernelBuilder, prepack
+from taso_py.codegen.graph.memory import plan_memory
+from taso_py.codegen.graph.module import (
     c_run_function,
     cuda_backend,
     cuda_run_function,
@@ -34,7 +34,8 @@ from codegen.graph.module import (
     weight_blob,
     write_directory,
 )
-from codegen.graph.partition import Group, partition
+from taso_py.codegen.graph.partition import Group, partition
+
 from taso_py.graph.fold import fold_constants
 from taso_py.graph.ir import Graph
 from taso_py.graph.normalize import batchnorm_to_affine, fold_batchnorm, fuse_activations
@@ -74,10 +75,10 @@ def compile_graph(graph: Graph, out_dir: Path, target: str = "cpu", config_for: 
     `block` 0 keeps every tensor in NCHW (no layout transforms). Nodes without a kernel run in
     ONNX Runtime (see graph.fallback), written as ONNX by `write_region`."""
     if target == "accel":
-        from codegen.graph.accel import compile_accel
+        from taso_py.codegen.graph.accel import compile_accel
         return compile_accel(graph, out_dir, write_onnx, progress, write_region=write_region)
     if target == "cuda":
-        import codegen.topi.cuda  # noqa: F401  (registers the GPU schedules)
+        import taso_py.codegen.topi.cuda  # noqa: F401  (registers the GPU schedules)
         block = layout.PLAIN  # NCHW16c is a CPU layout
     elif target != "cpu":
         raise CodegenError(f"unknown target {target!r} (available: cpu, cuda, accel)")

@@ -18,9 +18,10 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from codegen import topi
-from codegen.backends.c.emit import C_TYPES
-from codegen.graph.partition import Group, make_group
+from taso_py.codegen import topi
+from taso_py.codegen.backends.c.emit import C_TYPES
+from taso_py.codegen.graph.partition import Group, make_group
+
 from taso_py.graph.ir import Graph, Node, Ref
 from taso_py.types import TensorType
 

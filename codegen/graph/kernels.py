@@ -15,18 +15,18 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+from taso_py.codegen import topi
+from taso_py.codegen.errors import CodegenError
+from taso_py.codegen.graph import fallback, layout
+from taso_py.codegen.graph.fallback import Region
+from taso_py.codegen.graph.partition import Group
+from taso_py.codegen.lower.ir import Allocate, PrimFunc
+from taso_py.codegen.lower.lower import lower
+from taso_py.codegen.te.tensor import Tensor, compute, placeholder
+from taso_py.codegen.topi import conv, winograd
+from taso_py.codegen.topi import layout as topi_layout
+from taso_py.codegen.tune.space import Config
 
-from codegen import topi
-from codegen.errors import CodegenError
-from codegen.graph import fallback, layout
-from codegen.graph.fallback import Region
-from codegen.graph.partition import Group
-from codegen.lower.ir import Allocate, PrimFunc
-from codegen.lower.lower import lower
-from codegen.te.tensor import Tensor, compute, placeholder
-from codegen.topi import conv, winograd
-from codegen.topi import layout as topi_layout
-from codegen.tune.space import Config
 from taso_py.graph.ir import Graph, Node, Ref
 from taso_py.types import TensorType
 
@@ -351,7 +351,7 @@ def _workspace_params(func: PrimFunc) -> PrimFunc:
 def _hoist_weight_stages(sched: Any, weights: set[Any], kernel: str) -> list[Hoisted]:
     """Take out of the schedule each root stage that reads only weights (directly or through such
     stages): the kernel gets its value as an argument, so weights are pre-packed once."""
-    from codegen.schedule.schedule import replace_reads
+    from taso_py.codegen.schedule.schedule import replace_reads
     out: list[Hoisted] = []
     constant = set(weights)
     for st in list(sched.stages):
@@ -371,8 +371,8 @@ def _hoist_weight_stages(sched: Any, weights: set[Any], kernel: str) -> list[Hoi
 
 def prepack(steps: list[Lowered], weight_values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Compute every hoisted tensor on the weights with one compiled module (plain loops suffice)."""
-    from codegen.backends.c.build import build
-    from codegen.schedule.schedule import create_schedule
+    from taso_py.codegen.backends.c.build import build
+    from taso_py.codegen.schedule.schedule import create_schedule
     jobs = []
     for k, lw in enumerate(steps):
         if not lw.hoisted:

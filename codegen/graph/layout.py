@@ -19,9 +19,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+from taso_py.codegen.graph.partition import ELEMENTWISE, Group
+from taso_py.codegen.topi import conv
 
-from codegen.graph.partition import ELEMENTWISE, Group
-from codegen.topi import conv
 from taso_py.graph.ir import Graph, Node, Ref
 
 PLAIN = 0

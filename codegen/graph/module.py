@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from taso_py.codegen import isa
+from taso_py.codegen.backends.c.build import compile_shared
+from taso_py.codegen.errors import CodegenError
+from taso_py.codegen.graph.kernels import Buffer, Kernel
+from taso_py.codegen.graph.memory import Lifetime
+from taso_py.codegen.runtime import MANIFEST_VERSION
 
-from codegen import isa
-from codegen.backends.c.build import compile_shared
-from codegen.errors import CodegenError
-from codegen.graph.kernels import Buffer, Kernel
-from codegen.graph.memory import Lifetime
-from codegen.runtime import MANIFEST_VERSION
 from taso_py.graph.ir import Graph, Ref
 
 
@@ -52,7 +52,7 @@ def weight_blob(values: dict[str, np.ndarray], buffers: dict[str, Buffer]) -> by
 
 
 def cuda_backend() -> Any:
-    from codegen.backends import cuda
+    from taso_py.codegen.backends import cuda
     return cuda
 
 
@@ -98,7 +98,7 @@ def nbytes(b: Buffer) -> int:
 
 def _pointer(b: Buffer, inputs: str, outputs: str, weights: str, arena: str) -> str:
     """A C expression for buffer `b`'s address, given the names of the run function's bases."""
-    from codegen.backends.c.emit import C_TYPES
+    from taso_py.codegen.backends.c.emit import C_TYPES
     base = {"input": f"{inputs}[{b.index}]", "output": f"{outputs}[{b.index}]",
             "weight": f"({weights} + {b.offset})", "arena": f"({arena} + {b.offset})"}[b.kind]
     return f"({C_TYPES.get(b.dtype, 'char')}*)({base})"  # a type C has no name for is only ever copied

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from codegen.backends.c.build import cache_dir
-from codegen.graph.kernels import ConfigFor, Template
-from codegen.tune import records, tuner
-from codegen.tune.space import Config
+from taso_py.codegen.backends.c.build import cache_dir
+from taso_py.codegen.graph.kernels import ConfigFor, Template
+from taso_py.codegen.tune import records, tuner
+from taso_py.codegen.tune.space import Config
 
 
 def default_records() -> Path:

@@ -1,7 +1,7 @@
 """Lowering schedules to the loop IR, its simplifier and its printer."""
 
-from codegen.lower.intrin import GemmIntrin
-from codegen.lower.ir import (
+from taso_py.codegen.lower.intrin import GemmIntrin
+from taso_py.codegen.lower.ir import (
     Allocate,
     Buffer,
     For,
@@ -15,8 +15,8 @@ from codegen.lower.ir import (
     Store,
     walk_stmts,
 )
-from codegen.lower.lower import lower
-from codegen.lower.simplify import simplify
+from taso_py.codegen.lower.lower import lower
+from taso_py.codegen.lower.simplify import simplify
 
 __all__ = [
     "Allocate", "Buffer", "For", "GemmIntrin", "IfThenElse", "Intrinsic", "LetStmt", "PrimFunc", "Region",

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from codegen.errors import ScheduleError
-from codegen.lower.ir import Region
-from codegen.te.expr import Binary, Cast, Expr
-from codegen.te.tensor import Reduce, Tensor, TensorRead
+from taso_py.codegen.errors import ScheduleError
+from taso_py.codegen.lower.ir import Region
+from taso_py.codegen.te.expr import Binary, Cast, Expr
+from taso_py.codegen.te.tensor import Reduce, Tensor, TensorRead
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from codegen.schedule.schedule import LoopKind
-from codegen.te.expr import Expr, Var
+from taso_py.codegen.schedule.schedule import LoopKind
+from taso_py.codegen.te.expr import Expr, Var
 
 
 @dataclass(frozen=True, eq=False)
@@ -46,7 +46,7 @@ class Stmt:
     """Base of the statements."""
 
     def __str__(self) -> str:
-        from codegen.lower.printer import stmt_str
+        from taso_py.codegen.lower.printer import stmt_str
         return stmt_str(self)
 
 
@@ -120,7 +120,7 @@ class PrimFunc:
     body: Stmt
 
     def __str__(self) -> str:
-        from codegen.lower.printer import func_str
+        from taso_py.codegen.lower.printer import func_str
         return func_str(self)
 
 

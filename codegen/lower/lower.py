@@ -16,8 +16,8 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from codegen.errors import ScheduleError
-from codegen.lower.ir import (
+from taso_py.codegen.errors import ScheduleError
+from taso_py.codegen.lower.ir import (
     Allocate,
     Buffer,
     For,
@@ -31,9 +31,9 @@ from codegen.lower.ir import (
     map_stmt,
     seq,
 )
-from codegen.lower.simplify import Ranges, bounds, linear, simplify
-from codegen.schedule.schedule import Fuse, LoopKind, Schedule, Split, Stage
-from codegen.te.expr import (
+from taso_py.codegen.lower.simplify import Ranges, bounds, linear, simplify
+from taso_py.codegen.schedule.schedule import Fuse, LoopKind, Schedule, Split, Stage
+from taso_py.codegen.te.expr import (
     Expr,
     Load,
     Var,
@@ -42,7 +42,7 @@ from codegen.te.expr import (
     rebuild,
     substitute,
 )
-from codegen.te.tensor import IterVar, Operation, Reduce, Tensor, TensorRead
+from taso_py.codegen.te.tensor import IterVar, Operation, Reduce, Tensor, TensorRead
 
 
 @dataclass
@@ -156,7 +156,7 @@ def _attach_tree(low: _Lowering) -> None:
 
 
 def _reads(low: _Lowering, st: Stage, op: Operation) -> list[TensorRead]:
-    from codegen.te.expr import walk
+    from taso_py.codegen.te.expr import walk
     return [e for e in walk(low.bodies[st]) if isinstance(e, TensorRead) and e.tensor.op is op]
 
 
@@ -205,7 +205,7 @@ def _region(low: _Lowering, consumer: Stage, op: Operation, shape: tuple[int, ..
 
 
 def _mentions(e: Expr, vars_: dict[Var, tuple[int, int]]) -> bool:
-    from codegen.te.expr import walk
+    from taso_py.codegen.te.expr import walk
     return any(isinstance(x, Var) and x in vars_ for x in walk(e))
 
 
@@ -353,7 +353,7 @@ def _needs_tail_guard(st: Stage, parent: IterVar, ext: dict[IterVar, int]) -> bo
 
 
 def _mentions_reduce(st: Stage, e: Expr) -> bool:
-    from codegen.te.expr import walk
+    from taso_py.codegen.te.expr import walk
     reduce_vars = {iv.var for iv in _all_axes(st) if iv.reduce}
     return any(x in reduce_vars for x in walk(e) if isinstance(x, Var))
 
@@ -416,7 +416,7 @@ def _tensorize(low: _Lowering, st: Stage, k: int, ext: dict[IterVar, int], first
 
 def _linear_in(low: _Lowering, st: Stage, values: dict[Var, Expr], loops: Sequence[Var]) -> bool:
     """Whether every read of the stage's body indexes linearly in `loops` (what `_steps` needs)."""
-    from codegen.te.expr import walk
+    from taso_py.codegen.te.expr import walk
     for read in (e for e in walk(low.bodies[st]) if isinstance(e, TensorRead)):
         for i in read.indices:
             lin = linear(simplify(substitute(i, values), low.ranges))

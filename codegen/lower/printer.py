@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from codegen.lower.ir import Allocate, Buffer, For, IfThenElse, Intrinsic, LetStmt, PrimFunc, Seq, Stmt, Store
-from codegen.schedule.schedule import LoopKind
-from codegen.te.expr import Binary, Call, Cast, Const, Expr, Load, Not, Select, Var
+from taso_py.codegen.lower.ir import Allocate, Buffer, For, IfThenElse, Intrinsic, LetStmt, PrimFunc, Seq, Stmt, Store
+from taso_py.codegen.schedule.schedule import LoopKind
+from taso_py.codegen.te.expr import Binary, Call, Cast, Const, Expr, Load, Not, Select, Var
 
 
 class Names:

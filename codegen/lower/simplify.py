@@ -12,7 +12,7 @@ import math
 import weakref
 from dataclasses import dataclass
 
-from codegen.te.expr import (
+from taso_py.codegen.te.expr import (
     FLOAT_TYPES,
     Binary,
     Call,
@@ -27,7 +27,7 @@ from codegen.te.expr import (
     const,
     rebuild,
 )
-from codegen.te.tensor import TensorRead
+from taso_py.codegen.te.tensor import TensorRead
 
 Ranges = dict[Var, tuple[int, int]]  # inclusive [lo, hi] of each loop variable
 

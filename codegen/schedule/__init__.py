@@ -1,5 +1,5 @@
 """Schedules: loop transformations over tensor expressions (split, fuse, reorder, tile, ...)."""
 
-from codegen.schedule.schedule import Fuse, LoopKind, Schedule, Split, Stage, create_schedule
+from taso_py.codegen.schedule.schedule import Fuse, LoopKind, Schedule, Split, Stage, create_schedule
 
 __all__ = ["Fuse", "LoopKind", "Schedule", "Split", "Stage", "create_schedule"]

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from codegen.errors import ScheduleError
-from codegen.te.expr import Expr, Var, rebuild
-from codegen.te.tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Reduce, Tensor, TensorRead
+from taso_py.codegen.errors import ScheduleError
+from taso_py.codegen.te.expr import Expr, Var, rebuild
+from taso_py.codegen.te.tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Reduce, Tensor, TensorRead
 
 
 class LoopKind(enum.Enum):
@@ -86,7 +86,7 @@ class Stage:
         return self.axes + self.reduce_axes
 
     def reads(self) -> list[Tensor]:
-        from codegen.te.expr import walk
+        from taso_py.codegen.te.expr import walk
         seen: dict[Operation, Tensor] = {}
         for e in walk(self.body):
             if isinstance(e, TensorRead):
@@ -270,7 +270,7 @@ class Schedule:
         for st in reader_stages:
             if not any(t.op is tensor.op for t in st.reads()):
                 raise ScheduleError(f"cache_read: stage {st.name!r} does not read {tensor.name!r}")
-        from codegen.te.tensor import compute
+        from taso_py.codegen.te.tensor import compute
         cache = compute(tensor.shape, lambda *i: tensor[i], name=f"{tensor.name}.{scope}", tag="copy")
         stage = Stage(cache.op, cache.op.body, scope=scope)
         for st in reader_stages:
@@ -287,7 +287,7 @@ class Schedule:
             raise ScheduleError(f"cache_write of {tensor.name!r}: call it before scheduling that stage")
         op = st.op
         new_axes = tuple(IterVar(Var(a.name), a.extent) for a in op.axes)
-        from codegen.te.expr import substitute
+        from taso_py.codegen.te.expr import substitute
         body = substitute(st.body, {a.var: b.var for a, b in zip(op.axes, new_axes)})
         cache_op = ComputeOp(f"{op.name}.{scope}", new_axes, body, op.tag, dict(op.attrs))
         cache = Tensor(cache_op)

@@ -1,6 +1,6 @@
 """Tensor expressions: what to compute, as TVM's `te` (placeholders, compute, reductions)."""
 
-from codegen.te.expr import (
+from taso_py.codegen.te.expr import (
     Binary,
     Call,
     Cast,
@@ -32,7 +32,7 @@ from codegen.te.expr import (
     tanh,
     walk,
 )
-from codegen.te.tensor import (
+from taso_py.codegen.te.tensor import (
     ComputeOp,
     IterVar,
     Operation,

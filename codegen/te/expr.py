@@ -65,7 +65,7 @@ class Expr:
         raise TypeError("an expression has no truth value: use te.if_then_else / te.all_of")
 
     def __str__(self) -> str:
-        from codegen.lower.printer import expr_str
+        from taso_py.codegen.lower.printer import expr_str
         return expr_str(self)
 
     __repr__ = __str__

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from codegen.te.expr import Expr, ExprLike, Var, const, lift, max_, max_value, min_, min_value, walk
+from taso_py.codegen.te.expr import Expr, ExprLike, Var, const, lift, max_, max_value, min_, min_value, walk
 
 
 @dataclass(frozen=True, eq=False)

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from taso_py.codegen import te
+from taso_py.codegen.te.expr import Expr, const
+from taso_py.codegen.te.tensor import Tensor
+from taso_py.codegen.topi.registry import register_compute
 
-from codegen import te
-from codegen.te.expr import Expr, const
-from codegen.te.tensor import Tensor
-from codegen.topi.registry import register_compute
 from taso_py.ops.constants import FillAttrs, GroupedKernelAttrs, KernelAttrs, MatrixAttrs
 from taso_py.types import TensorType
 

@@ -44,15 +44,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-
-from codegen import te
-from codegen.lower.intrin import GemmIntrin, TileIntrin
-from codegen.schedule.schedule import Schedule, Stage
-from codegen.te.expr import Expr
-from codegen.te.tensor import Tensor, TensorRead
-from codegen.topi.injective import expanded_body
-from codegen.topi.layout import padded_position
-from codegen.topi.linalg import (
+from taso_py.codegen import te
+from taso_py.codegen.lower.intrin import GemmIntrin, TileIntrin
+from taso_py.codegen.schedule.schedule import Schedule, Stage
+from taso_py.codegen.te.expr import Expr
+from taso_py.codegen.te.tensor import Tensor, TensorRead
+from taso_py.codegen.topi.injective import expanded_body
+from taso_py.codegen.topi.layout import padded_position
+from taso_py.codegen.topi.linalg import (
     divisor,
     live_readers,
     materialize_inputs,
@@ -60,9 +59,10 @@ from codegen.topi.linalg import (
     schedule_flat,
     vectorize,
 )
-from codegen.topi.registry import register_compute, register_schedule
-from codegen.topi.tiling import tile_shape
-from codegen.tune.space import Config
+from taso_py.codegen.topi.registry import register_compute, register_schedule
+from taso_py.codegen.topi.tiling import tile_shape
+from taso_py.codegen.tune.space import Config
+
 from taso_py.ops.conv import Conv2dAttrs
 from taso_py.types import TensorType
 

@@ -6,12 +6,12 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from taso_py.codegen import te
+from taso_py.codegen.te.expr import Expr, const
+from taso_py.codegen.te.tensor import Tensor
+from taso_py.codegen.topi.injective import broadcast_read
+from taso_py.codegen.topi.registry import ComputeFn, register_compute
 
-from codegen import te
-from codegen.te.expr import Expr, const
-from codegen.te.tensor import Tensor
-from codegen.topi.injective import broadcast_read
-from codegen.topi.registry import ComputeFn, register_compute
 from taso_py.ops.elementwise import GeluAttrs, ScalarAttrs
 from taso_py.types import TensorType
 

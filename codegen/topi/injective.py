@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from codegen.schedule.schedule import Schedule, Stage
-from codegen.te.expr import Expr, Var, const, rebuild, substitute, walk
-from codegen.te.tensor import IterVar, Tensor, TensorRead
-from codegen.topi.registry import register_schedule
-from codegen.tune.space import Config
+from taso_py.codegen.schedule.schedule import Schedule, Stage
+from taso_py.codegen.te.expr import Expr, Var, const, rebuild, substitute, walk
+from taso_py.codegen.te.tensor import IterVar, Tensor, TensorRead
+from taso_py.codegen.topi.registry import register_schedule
+from taso_py.codegen.tune.space import Config
 
 VECTOR_WIDTHS = (4, 8, 16, 32, 64)  # lanes; 16 float32 lanes fill an AVX-512 register
 PARALLEL_MIN = (0, 4096, 16384, 65536)  # below this many elements a parallel region costs more than it saves

@@ -11,11 +11,11 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from taso_py.codegen import te
+from taso_py.codegen.te.expr import Expr, const
+from taso_py.codegen.te.tensor import Tensor
+from taso_py.codegen.topi.registry import register_compute
 
-from codegen import te
-from codegen.te.expr import Expr, const
-from codegen.te.tensor import Tensor
-from codegen.topi.registry import register_compute
 from taso_py.ops.conv import EnlargeAttrs
 from taso_py.ops.layout import AxisAttrs, FlattenAttrs, PadAttrs, PermAttrs, ShapeAttrs, SplitAttrs
 from taso_py.types import TensorType

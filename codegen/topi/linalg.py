@@ -25,15 +25,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from codegen import te
-from codegen.lower.intrin import GemmIntrin, TileIntrin
-from codegen.schedule.schedule import Schedule, Stage
-from codegen.te.expr import Expr, rebuild
-from codegen.te.tensor import PlaceholderOp, Tensor, TensorRead
-from codegen.topi.injective import expanded_body
-from codegen.topi.registry import register_compute, register_schedule
-from codegen.topi.tiling import tile_shape
-from codegen.tune.space import Config
+from taso_py.codegen import te
+from taso_py.codegen.lower.intrin import GemmIntrin, TileIntrin
+from taso_py.codegen.schedule.schedule import Schedule, Stage
+from taso_py.codegen.te.expr import Expr, rebuild
+from taso_py.codegen.te.tensor import PlaceholderOp, Tensor, TensorRead
+from taso_py.codegen.topi.injective import expanded_body
+from taso_py.codegen.topi.registry import register_compute, register_schedule
+from taso_py.codegen.topi.tiling import tile_shape
+from taso_py.codegen.tune.space import Config
+
 from taso_py.types import TensorType
 
 PACK_TAG = "matmul_pack"

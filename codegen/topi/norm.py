@@ -20,19 +20,20 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from codegen import te
-from codegen.schedule.schedule import Schedule, Stage
-from codegen.te.expr import Expr, const
-from codegen.te.tensor import IterVar, Tensor
-from codegen.topi.injective import (
+from taso_py.codegen import te
+from taso_py.codegen.schedule.schedule import Schedule, Stage
+from taso_py.codegen.te.expr import Expr, const
+from taso_py.codegen.te.tensor import IterVar, Tensor
+from taso_py.codegen.topi.injective import (
     VECTOR_WIDTHS,
     broadcast_read,
     fuse_all,
     schedule_elementwise,
     vectorize_lanes,
 )
-from codegen.topi.registry import register_compute, register_schedule
-from codegen.tune.space import Config
+from taso_py.codegen.topi.registry import register_compute, register_schedule
+from taso_py.codegen.tune.space import Config
+
 from taso_py.ops.norm import EpsAttrs, LayerNormAttrs, SoftmaxAttrs
 from taso_py.types import TensorType
 

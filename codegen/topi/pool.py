@@ -14,16 +14,16 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from taso_py.codegen import te
+from taso_py.codegen.schedule.schedule import Schedule, Stage
+from taso_py.codegen.te.expr import Expr, const
+from taso_py.codegen.te.tensor import IterVar, Tensor
+from taso_py.codegen.topi.injective import VECTOR_WIDTHS, fuse_all, schedule_elementwise, vectorize_lanes
+from taso_py.codegen.topi.layout import clamp
+from taso_py.codegen.topi.linalg import live_readers
+from taso_py.codegen.topi.registry import register_compute, register_schedule
+from taso_py.codegen.tune.space import Config
 
-from codegen import te
-from codegen.schedule.schedule import Schedule, Stage
-from codegen.te.expr import Expr, const
-from codegen.te.tensor import IterVar, Tensor
-from codegen.topi.injective import VECTOR_WIDTHS, fuse_all, schedule_elementwise, vectorize_lanes
-from codegen.topi.layout import clamp
-from codegen.topi.linalg import live_readers
-from codegen.topi.registry import register_compute, register_schedule
-from codegen.tune.space import Config
 from taso_py.ops.conv import AvgPoolAttrs, MaxPoolAttrs
 from taso_py.types import TensorType
 

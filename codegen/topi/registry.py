@@ -12,10 +12,11 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from codegen.errors import CodegenError
-from codegen.schedule.schedule import LoopKind, Schedule
-from codegen.te.tensor import Tensor
-from codegen.tune.space import Config
+from taso_py.codegen.errors import CodegenError
+from taso_py.codegen.schedule.schedule import LoopKind, Schedule
+from taso_py.codegen.te.tensor import Tensor
+from taso_py.codegen.tune.space import Config
+
 from taso_py.types import TensorType
 
 ComputeFn = Callable[[Sequence[Tensor], Any, Sequence[TensorType]], tuple[Tensor, ...]]
@@ -70,7 +71,7 @@ def schedule_group(outputs: Sequence[Tensor], cfg: Config | None = None, target:
     Injective stages that are not outputs are inlined (a template may override that, e.g.
     keep a padding stage to compute it at a tile); the anchor's pattern then schedules the rest.
     """
-    from codegen.schedule.schedule import create_schedule
+    from taso_py.codegen.schedule.schedule import create_schedule
     cfg = cfg or Config()
     s = create_schedule(list(outputs))
     anchors = [st for st in s.stages if st.op.tag not in ("injective", "")]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from codegen import isa
+from taso_py.codegen import isa
 
 LOAD_PORTS, FMA_LATENCY = 2, 4
 L1_MISS = 0.8  # efficiency of a tile whose B does not stay in L1

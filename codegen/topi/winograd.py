@@ -28,18 +28,18 @@ from collections.abc import Sequence
 from fractions import Fraction as F
 
 import numpy as np
+from taso_py.codegen import te
+from taso_py.codegen.lower.intrin import TileIntrin
+from taso_py.codegen.schedule.schedule import Schedule, Stage
+from taso_py.codegen.te.expr import Expr, const
+from taso_py.codegen.te.tensor import Tensor
+from taso_py.codegen.topi.conv import PAD_NAME, _epilogue, pad_spatial
+from taso_py.codegen.topi.injective import fuse_all, vectorize_lanes
+from taso_py.codegen.topi.linalg import schedule_flat
+from taso_py.codegen.topi.registry import register_schedule
+from taso_py.codegen.topi.tiling import tile_shape
+from taso_py.codegen.tune.space import Config
 
-from codegen import te
-from codegen.lower.intrin import TileIntrin
-from codegen.schedule.schedule import Schedule, Stage
-from codegen.te.expr import Expr, const
-from codegen.te.tensor import Tensor
-from codegen.topi.conv import PAD_NAME, _epilogue, pad_spatial
-from codegen.topi.injective import fuse_all, vectorize_lanes
-from codegen.topi.linalg import schedule_flat
-from codegen.topi.registry import register_schedule
-from codegen.topi.tiling import tile_shape
-from codegen.tune.space import Config
 from taso_py.ops.conv import Conv2dAttrs
 
 # (B^T, G, A^T) for the output tile sizes m; interpolation points 0, +-1, +-2 and infinity

@@ -9,11 +9,11 @@
     cfg = load_best("tuning.jsonl", result.workload)  # later: the fastest recorded config
 """
 
-from codegen.tune.cost_model import CostModel, rank_correlation
-from codegen.tune.features import extract, feature_names
-from codegen.tune.records import Record, best_record, load_best, workload_key
-from codegen.tune.space import Config, Space
-from codegen.tune.tuner import TuneResult, random_args, tune
+from taso_py.codegen.tune.cost_model import CostModel, rank_correlation
+from taso_py.codegen.tune.features import extract, feature_names
+from taso_py.codegen.tune.records import Record, best_record, load_best, workload_key
+from taso_py.codegen.tune.space import Config, Space
+from taso_py.codegen.tune.tuner import TuneResult, random_args, tune
 
 __all__ = ["Config", "CostModel", "Record", "Space", "TuneResult", "best_record", "extract", "feature_names",
            "load_best", "random_args", "rank_correlation", "tune", "workload_key"]

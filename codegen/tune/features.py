@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-from codegen.lower.ir import Allocate, Buffer, For, IfThenElse, Intrinsic, LetStmt, PrimFunc, Seq, Stmt, Store
-from codegen.schedule.schedule import LoopKind
-from codegen.te.expr import Binary, Call, Expr, Load, Var, walk
+from taso_py.codegen.lower.ir import Allocate, Buffer, For, IfThenElse, Intrinsic, LetStmt, PrimFunc, Seq, Stmt, Store
+from taso_py.codegen.schedule.schedule import LoopKind
+from taso_py.codegen.te.expr import Binary, Call, Expr, Load, Var, walk
 
 LEVELS = 6  # levels of the heaviest loop path described one by one
 KINDS = (LoopKind.SERIAL, LoopKind.PARALLEL, LoopKind.VECTORIZED, LoopKind.UNROLLED)
@@ -149,14 +148,14 @@ def extract(f: PrimFunc, knobs: Mapping[str, Any] | None = None,
 
 
 def _stmts(s: Stmt) -> list[Stmt]:
-    from codegen.lower.ir import walk_stmts
+    from taso_py.codegen.lower.ir import walk_stmts
     return list(walk_stmts(s))
 
 
 def _inner_strides(loop: For) -> list[float]:
     """How the innermost loop of the heaviest path walks memory: its accesses with stride 0 (reuse),
     1 (contiguous, vectorizable) and larger (a cache line per element), and the largest stride."""
-    from codegen.lower.simplify import linear
+    from taso_py.codegen.lower.simplify import linear
     counts = [0.0, 0.0, 0.0]
     largest = 0
     for s in _stmts(loop.body):

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from codegen import isa
-from codegen.te.tensor import Tensor
-from codegen.tune.space import Config
+from taso_py.codegen import isa
+from taso_py.codegen.te.tensor import Tensor
+from taso_py.codegen.tune.space import Config
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Record:
 def default_path() -> Path:
     """Where records go unless told otherwise: tuning.jsonl beside the kernel cache ($TASO_CACHE or
     ~/.cache/taso-py), shared by every tuning on this machine (timings only hold on the machine measured)."""
-    from codegen.backends.c.build import cache_dir
+    from taso_py.codegen.backends.c.build import cache_dir
     return cache_dir().parent / "tuning.jsonl"
 
 

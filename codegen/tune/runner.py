@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+import taso_py
+
 MIN_SAMPLE_S = 1e-3
 
 
@@ -53,9 +55,11 @@ class Runner:
         the outputs (arrays at positions `outputs`) are those of the first run."""
         if self.proc is None or self.proc.poll() is not None:
             self.close()
-            root = str(Path(__file__).resolve().parents[2])  # codegen's parent, for a checkout not installed
+            # the folder this process imported taso_py from (a checkout under pytest, or site-packages)
+            root = str(Path(taso_py.__file__).resolve().parents[1])
             path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
-            self.proc = subprocess.Popen([sys.executable, "-c", "from codegen.tune.runner import serve; serve()"],
+            serve = "from taso_py.codegen.tune.runner import serve; serve()"
+            self.proc = subprocess.Popen([sys.executable, "-c", serve],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          env={**os.environ, "PYTHONPATH": path})
         assert self.proc.stdin is not None and self.proc.stdout is not None

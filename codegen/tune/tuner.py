@@ -25,17 +25,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from codegen.errors import CodegenError, ScheduleError
-from codegen.lower.ir import Buffer, PrimFunc
-from codegen.schedule.schedule import Schedule
-from codegen.te.tensor import Tensor
-from codegen.tune import records
-from codegen.tune.cost_model import CostModel
-from codegen.tune.features import extract, feature_names
-from codegen.tune.records import Record
-from codegen.tune.runner import Measurement, Runner
-from codegen.tune.space import Config, Point, Space
+from taso_py.codegen.errors import CodegenError, ScheduleError
+from taso_py.codegen.lower.ir import Buffer, PrimFunc
+from taso_py.codegen.schedule.schedule import Schedule
+from taso_py.codegen.te.tensor import Tensor
+from taso_py.codegen.tune import records
+from taso_py.codegen.tune.cost_model import CostModel
+from taso_py.codegen.tune.features import extract, feature_names
+from taso_py.codegen.tune.records import Record
+from taso_py.codegen.tune.runner import Measurement, Runner
+from taso_py.codegen.tune.space import Config, Point, Space
 
 Template = Callable[[Config], tuple[Schedule, list[Tensor]]]
 ArgsBuilder = Callable[[Sequence[Tensor]], list[np.ndarray]]
@@ -105,7 +104,7 @@ class _Search:
 
     def lower(self, p: Point) -> tuple[PrimFunc, Schedule, list[Tensor]] | str:
         """The candidate's kernel, schedule and arguments, or why its schedule is illegal."""
-        from codegen.lower import lower
+        from taso_py.codegen.lower import lower
         cfg = self.space.config(p)
         try:
             sch, args = self.template(cfg)
@@ -204,7 +203,7 @@ class _Search:
     def build(self, p: Point) -> Built | str:
         """The candidate compiled (gcc runs in a subprocess: candidates of a batch build in parallel);
         only the runner's child loads it."""
-        from codegen.backends.c import CEmitter, compile_shared
+        from taso_py.codegen.backends.c import CEmitter, compile_shared
         got = self.lower(p)
         if isinstance(got, str):
             return got

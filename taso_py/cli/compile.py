@@ -52,9 +52,9 @@ def compile_command(model: Path, target: str, out: Path, no_optimize: bool, libr
 
     Example: taso compile model.onnx --target cpu -o model.cpu && taso run model.cpu --check
     """
-    from codegen.graph import compile_graph
-    from codegen.graph.module import check_destination, publish
-    from codegen.graph.tuning import config_source
+    from taso_py.codegen.graph import compile_graph
+    from taso_py.codegen.graph.module import check_destination, publish
+    from taso_py.codegen.graph.tuning import config_source
 
     if Path(model).resolve() == Path(out).resolve():
         raise click.UsageError("the output directory cannot be the model file")
@@ -69,7 +69,7 @@ def compile_command(model: Path, target: str, out: Path, no_optimize: bool, libr
     if not no_optimize:
         library = load_library(library_path)
         if cost == "kernels" and target == "cpu":
-            from codegen.cost import KernelCost
+            from taso_py.codegen.cost import KernelCost
             model_cost = KernelCost()
         else:
             model_cost = cost_model("analytical" if cost == "kernels" else cost, 0, imported.opset)
@@ -95,7 +95,7 @@ def compile_command(model: Path, target: str, out: Path, no_optimize: bool, libr
                     write_region=region_writer(candidate.origin))
             kept = "optimized"
             if race:
-                from codegen.runtime import CompiledModel, side_by_side
+                from taso_py.codegen.runtime import CompiledModel, side_by_side
                 bar.add_task("timing the optimized module against the original's", total=None)
                 t = side_by_side(CompiledModel(stage / "original"), CompiledModel(stage / "optimized"), speed_runs)
                 kept = "optimized" if t.speedup >= 1.0 else "original"
@@ -161,9 +161,9 @@ def _check_module(original: Path, directory: Path, target: str) -> dict:
     """Run the compiled module and the original model in ONNX Runtime on the same seeded input
     sets, judged by the one criterion (`runtime.compare_output_sets`); a difference is a
     CheckFailed (exit 1) and the directory is not published."""
-    from codegen.backends.cuda import device_count
-    from codegen.graph.accel import ACCEL_RTOL
-    from codegen.runtime import CompiledModel, random_inputs
+    from taso_py.codegen.backends.cuda import device_count
+    from taso_py.codegen.graph.accel import ACCEL_RTOL
+    from taso_py.codegen.runtime import CompiledModel, random_inputs
 
     if target == "cuda" and device_count() == 0:
         return {"skipped": "no CUDA device on this machine to run the module on"}
@@ -193,8 +193,8 @@ def run_command(directory: Path, check: bool, repeat: int, profile: bool, seed: 
 
     Example: taso run model.cpu --check --repeat 20
     """
-    from codegen.graph.accel import ACCEL_RTOL
-    from codegen.runtime import CompiledModel, random_inputs
+    from taso_py.codegen.graph.accel import ACCEL_RTOL
+    from taso_py.codegen.runtime import CompiledModel, random_inputs
 
     compiled = CompiledModel(directory)
     quantized = compiled.manifest.get("target") == "accel"

@@ -20,7 +20,7 @@ from taso_py.cli.common import emit_json, json_option
 from taso_py.library import format_rule, parse_rule
 
 if TYPE_CHECKING:
-    from verifier.results import Vacuous
+    from taso_py.verifier.results import Vacuous
 
 
 @click.command("verify-rule")
@@ -36,7 +36,7 @@ def verify_rule(rule: str, timeout: float, seed: int, as_json: bool) -> None:
     shapes: the rule can never apply) or UNKNOWN; 2 for a malformed rule.
     Example: taso verify-rule "matmul(matmul(a, b), c) == matmul(a, matmul(b, c))"
     """
-    from verifier.prover import prove
+    from taso_py.verifier.prover import prove
 
     parsed = parse_rule(rule)
     result = prove(parsed, timeout=timeout, seed=seed)
@@ -63,7 +63,7 @@ def verify_rule(rule: str, timeout: float, seed: int, as_json: bool) -> None:
 
 def _print_vacuous(out: Console, result: Vacuous) -> None:
     """The reason, then per rank assignment both sides' symbolic shapes and what cannot all hold."""
-    from verifier.vacuity import ranks_text
+    from taso_py.verifier.vacuity import ranks_text
 
     out.print(f"  reason: {result.reason}")
     for case in result.cases:
@@ -106,7 +106,7 @@ def validate_axioms(full: bool, workers: int | None, names: tuple[str, ...], as_
     """Check every axiom against the operators' semantics by symbolic execution on concrete shapes.
 
     Exit 1 naming the axioms that fail, with the shapes and values that break them."""
-    from verifier.validation import Report
+    from taso_py.verifier.validation import Report
 
     unknown = [n for n in names if n not in ops.AXIOMS]
     if unknown:
@@ -136,7 +136,7 @@ def _reports(names: list[str], full: bool, workers: int | None) -> Iterator:
 
 
 def _validate(name: str, full: bool) -> object:
-    from verifier.validation import validate
+    from taso_py.verifier.validation import validate
 
     return validate(ops.AXIOMS[name], full=full)
 

@@ -29,7 +29,7 @@ from taso_py.generator.world import World
 from taso_py.library.instances import Instance
 from taso_py.library.syntax import format_rule, format_term
 from taso_py.library.terms import Apply, BinOp, Call, Dim, Expr, Pick, Rank, Rule, Seq, Term, Var, walk
-from verifier.refuter import check_instance
+from taso_py.verifier.refuter import check_instance
 
 
 @dataclass(frozen=True)

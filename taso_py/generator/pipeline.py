@@ -25,7 +25,7 @@ from taso_py.generator.world import GEN_OPS, WORLDS, World
 from taso_py.library.store import Entry, Library
 from taso_py.library.syntax import format_rule, parse_rule
 from taso_py.library.terms import Rule
-from verifier.prover import prove
+from taso_py.verifier.prover import prove
 
 Progress = Callable[[str, int], Callable[[int], None]]  # (stage, total) -> advance(n)
 

@@ -18,11 +18,11 @@
   (other operators run on the host); `reference` is its numpy twin.
 """
 
-from codegen.backends.accel.codegen import ConvShape, Epilogue, Program, Tiling, choose_tiling, conv2d_program
-from codegen.backends.accel.config import AccelConfig
-from codegen.backends.accel.intrin import AccelGemmIntrin
-from codegen.backends.accel.quant import LayerAttrs, reference, run_layer
-from codegen.backends.accel.simulator import (
+from taso_py.codegen.backends.accel.codegen import ConvShape, Epilogue, Program, Tiling, choose_tiling, conv2d_program
+from taso_py.codegen.backends.accel.config import AccelConfig
+from taso_py.codegen.backends.accel.intrin import AccelGemmIntrin
+from taso_py.codegen.backends.accel.quant import LayerAttrs, reference, run_layer
+from taso_py.codegen.backends.accel.simulator import (
     AccelError,
     BufferOverflowError,
     DeadlockError,

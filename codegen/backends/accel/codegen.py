@@ -29,13 +29,12 @@ import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from codegen.backends.accel.config import AccelConfig
-from codegen.backends.accel.intrin import ConvBlock, conv_kernel
-from codegen.backends.accel.isa import Alu, Finish, Gemm, Insn, Load, Store
-from codegen.backends.accel.pipeline import Step, link
-from codegen.backends.accel.simulator import Simulator, Stats
-from codegen.errors import CodegenError
+from taso_py.codegen.backends.accel.config import AccelConfig
+from taso_py.codegen.backends.accel.intrin import ConvBlock, conv_kernel
+from taso_py.codegen.backends.accel.isa import Alu, Finish, Gemm, Insn, Load, Store
+from taso_py.codegen.backends.accel.pipeline import Step, link
+from taso_py.codegen.backends.accel.simulator import Simulator, Stats
+from taso_py.codegen.errors import CodegenError
 
 
 @dataclass(frozen=True)

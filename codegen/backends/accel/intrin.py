@@ -16,18 +16,17 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-
-from codegen import te
-from codegen.backends.accel.config import AccelConfig
-from codegen.backends.accel.isa import UopKernel
-from codegen.errors import CodegenError, ScheduleError
-from codegen.lower import For, Intrinsic, Stmt, Store, lower
-from codegen.lower.intrin import GemmIntrin
-from codegen.lower.ir import Seq
-from codegen.lower.simplify import linear
-from codegen.schedule import create_schedule
-from codegen.te.expr import Const, Expr, Var
-from codegen.te.tensor import Reduce
+from taso_py.codegen import te
+from taso_py.codegen.backends.accel.config import AccelConfig
+from taso_py.codegen.backends.accel.isa import UopKernel
+from taso_py.codegen.errors import CodegenError, ScheduleError
+from taso_py.codegen.lower import For, Intrinsic, Stmt, Store, lower
+from taso_py.codegen.lower.intrin import GemmIntrin
+from taso_py.codegen.lower.ir import Seq
+from taso_py.codegen.lower.simplify import linear
+from taso_py.codegen.schedule import create_schedule
+from taso_py.codegen.te.expr import Const, Expr, Var
+from taso_py.codegen.te.tensor import Reduce
 
 
 @dataclass(frozen=True)

@@ -28,19 +28,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from codegen import te
-from codegen.backends.accel.config import AccelConfig
-from codegen.backends.accel.intrin import AccelGemmIntrin, evaluate, kernel_from_lowered
-from codegen.backends.accel.isa import Finish, Gemm, Insn, Load, Store, UopKernel
-from codegen.backends.accel.pipeline import Step, link
-from codegen.backends.accel.simulator import Simulator, Stats
-from codegen.errors import CodegenError
-from codegen.lower.ir import Allocate, Buffer, For, Intrinsic, PrimFunc, Seq, Stmt, walk_stmts
-from codegen.lower.ir import Store as IrStore
-from codegen.schedule import Schedule, create_schedule
-from codegen.te.expr import Binary, Const, Expr, Not, Select, Var
-from codegen.te.expr import Load as IrLoad
+from taso_py.codegen import te
+from taso_py.codegen.backends.accel.config import AccelConfig
+from taso_py.codegen.backends.accel.intrin import AccelGemmIntrin, evaluate, kernel_from_lowered
+from taso_py.codegen.backends.accel.isa import Finish, Gemm, Insn, Load, Store, UopKernel
+from taso_py.codegen.backends.accel.pipeline import Step, link
+from taso_py.codegen.backends.accel.simulator import Simulator, Stats
+from taso_py.codegen.errors import CodegenError
+from taso_py.codegen.lower.ir import Allocate, Buffer, For, Intrinsic, PrimFunc, Seq, Stmt, walk_stmts
+from taso_py.codegen.lower.ir import Store as IrStore
+from taso_py.codegen.schedule import Schedule, create_schedule
+from taso_py.codegen.te.expr import Binary, Const, Expr, Not, Select, Var
+from taso_py.codegen.te.expr import Load as IrLoad
 
 SCOPES = {"accel.inp": "inp", "accel.wgt": "wgt", "accel.acc": "acc"}
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from codegen.backends.accel.isa import Gemm, Insn, Load, Store
+from taso_py.codegen.backends.accel.isa import Gemm, Insn, Load, Store
 
 
 @dataclass

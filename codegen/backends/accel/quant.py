@@ -34,11 +34,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-
-from codegen.backends.accel.codegen import ConvShape, Epilogue, choose_tiling, conv2d_program
-from codegen.backends.accel.config import AccelConfig
-from codegen.backends.accel.simulator import Simulator, Stats
-from codegen.errors import CodegenError
+from taso_py.codegen.backends.accel.codegen import ConvShape, Epilogue, choose_tiling, conv2d_program
+from taso_py.codegen.backends.accel.config import AccelConfig
+from taso_py.codegen.backends.accel.simulator import Simulator, Stats
+from taso_py.codegen.errors import CodegenError
 
 
 @dataclass(frozen=True)

@@ -27,10 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from codegen.backends.accel.config import AccelConfig
-from codegen.backends.accel.isa import ALU_OPS, MODULES, POPS, QUEUES, Alu, Finish, Gemm, Insn, Load, Store
-from codegen.errors import CodegenError
+from taso_py.codegen.backends.accel.config import AccelConfig
+from taso_py.codegen.backends.accel.isa import ALU_OPS, MODULES, POPS, QUEUES, Alu, Finish, Gemm, Insn, Load, Store
+from taso_py.codegen.errors import CodegenError
 
 
 class AccelError(CodegenError):

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from codegen import isa
-from codegen.errors import CodegenError
-from codegen.lower.ir import Buffer, PrimFunc
+from taso_py.codegen import isa
+from taso_py.codegen.errors import CodegenError
+from taso_py.codegen.lower.ir import Buffer, PrimFunc
 
 # -fopenmp-simd: `omp simd` and `declare simd` only (parallel loops run on the module's own pool, see pool.py)
 CFLAGS = ("-O3", "-fopenmp-simd", "-pthread", "-D_GNU_SOURCE", "-fPIC", "-shared", "-std=gnu11", "-fno-math-errno",
@@ -112,7 +111,7 @@ class Module:
 
 def build(funcs: PrimFunc | Sequence[PrimFunc], out: Path | None = None) -> Module:
     """C for the kernels, compiled and loaded."""
-    from codegen.backends.c.emit import CEmitter
+    from taso_py.codegen.backends.c.emit import CEmitter
     funcs = [funcs] if isinstance(funcs, PrimFunc) else list(funcs)
     source = CEmitter().module(funcs)
     return Module(compile_shared(source, out), funcs, source)

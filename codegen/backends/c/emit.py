@@ -17,10 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
-
-from codegen.backends.c.pool import POOL_C
-from codegen.errors import CodegenError
-from codegen.lower.ir import (
+from taso_py.codegen.backends.c.pool import POOL_C
+from taso_py.codegen.errors import CodegenError
+from taso_py.codegen.lower.ir import (
     Allocate,
     Buffer,
     For,
@@ -34,10 +33,24 @@ from codegen.lower.ir import (
     seq,
     walk_stmts,
 )
-from codegen.lower.printer import Names
-from codegen.lower.simplify import Ranges, bounds, linear, simplify
-from codegen.schedule.schedule import LoopKind
-from codegen.te.expr import Binary, Call, Cast, Const, Expr, Load, Not, Select, Var, all_of, rebuild, substitute, walk
+from taso_py.codegen.lower.printer import Names
+from taso_py.codegen.lower.simplify import Ranges, bounds, linear, simplify
+from taso_py.codegen.schedule.schedule import LoopKind
+from taso_py.codegen.te.expr import (
+    Binary,
+    Call,
+    Cast,
+    Const,
+    Expr,
+    Load,
+    Not,
+    Select,
+    Var,
+    all_of,
+    rebuild,
+    substitute,
+    walk,
+)
 
 C_TYPES = {"float32": "float", "float64": "double", "int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t",
            "int32": "int32_t", "int64": "int64_t", "bool": "bool"}
@@ -108,7 +121,7 @@ class CEmitter:
     def module_source(self, bodies: list[str]) -> str:
         """The translation unit around function texts made by `function` (typedefs and helpers they use)."""
         types = "".join(self.vec_typedef(v) for v in sorted(self.vec_types, key=lambda v: (v.dtype, v.lanes)))
-        from codegen.backends.c.micro import intrinsic_source
+        from taso_py.codegen.backends.c.micro import intrinsic_source
         helpers = "".join(intrinsic_source(n) for n in sorted(self.intrinsics))
         return PRELUDE + types + helpers + "\n" + "\n".join(bodies)
 
@@ -239,7 +252,7 @@ class CEmitter:
             yield f"{pad}free({name});"
 
     def intrinsic(self, s: Intrinsic, depth: int) -> Iterator[str]:
-        from codegen.backends.c.micro import intrinsic_call
+        from taso_py.codegen.backends.c.micro import intrinsic_call
         self.intrinsics.add(intrinsic_call(s)[0])
         yield "  " * depth + intrinsic_call(s, self.names, self.expr)[1]
 

@@ -10,9 +10,9 @@ import hashlib
 import math
 from collections.abc import Callable
 
-from codegen import isa
-from codegen.errors import CodegenError
-from codegen.lower.ir import Intrinsic
+from taso_py.codegen import isa
+from taso_py.codegen.errors import CodegenError
+from taso_py.codegen.lower.ir import Intrinsic
 
 _SOURCES: dict[str, str] = {}
 

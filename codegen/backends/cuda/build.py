@@ -16,10 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-
-from codegen.backends.c.build import build_library, check_arrays
-from codegen.errors import CodegenError
-from codegen.lower.ir import Buffer, PrimFunc
+from taso_py.codegen.backends.c.build import build_library, check_arrays
+from taso_py.codegen.errors import CodegenError
+from taso_py.codegen.lower.ir import Buffer, PrimFunc
 
 NVCC_FLAGS = ("-O3", "-Xcompiler", "-fPIC", "-shared", "-std=c++17", "-w")
 DEFAULT_ARCH = ("-gencode=arch=compute_90,code=sm_90", "-gencode=arch=compute_80,code=compute_80")
@@ -88,7 +87,7 @@ class CudaModule:
 
 def source(funcs: PrimFunc | Sequence[PrimFunc]) -> str:
     """The CUDA translation unit for the kernels (no compiler needed)."""
-    from codegen.backends.cuda.emit import CudaEmitter
+    from taso_py.codegen.backends.cuda.emit import CudaEmitter
     return CudaEmitter().module([funcs] if isinstance(funcs, PrimFunc) else list(funcs))
 
 

@@ -25,10 +25,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
-
-from codegen.backends.c.emit import C_TYPES, CEmitter
-from codegen.errors import CodegenError
-from codegen.lower.ir import (
+from taso_py.codegen.backends.c.emit import C_TYPES, CEmitter
+from taso_py.codegen.errors import CodegenError
+from taso_py.codegen.lower.ir import (
     Allocate,
     Buffer,
     For,
@@ -39,10 +38,10 @@ from codegen.lower.ir import (
     Store,
     walk_stmts,
 )
-from codegen.lower.printer import Names
-from codegen.lower.simplify import Ranges, linear, simplify
-from codegen.schedule.schedule import LoopKind
-from codegen.te.expr import Const, Expr, Load, Var, walk
+from taso_py.codegen.lower.printer import Names
+from taso_py.codegen.lower.simplify import Ranges, linear, simplify
+from taso_py.codegen.schedule.schedule import LoopKind
+from taso_py.codegen.te.expr import Const, Expr, Load, Var, walk
 
 PRELUDE = r"""#include <cuda_runtime.h>
 #include <math.h>

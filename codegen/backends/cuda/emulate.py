@@ -16,9 +16,9 @@ import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from codegen.backends.c.build import cache_dir, compile_shared
-from codegen.backends.cuda.build import CudaModule, source
-from codegen.lower.ir import PrimFunc
+from taso_py.codegen.backends.c.build import cache_dir, compile_shared
+from taso_py.codegen.backends.cuda.build import CudaModule, source
+from taso_py.codegen.lower.ir import PrimFunc
 
 RUNTIME_H = r"""#pragma once
 #include <barrier>

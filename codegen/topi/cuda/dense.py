@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from codegen import te
-from codegen.schedule.schedule import Schedule, Stage
-from codegen.te.tensor import Tensor, TensorRead
-from codegen.topi.cuda.generic import bind_elements, elementwise_consumer, schedule_stages, threads_knob
-from codegen.topi.injective import fuse_all
-from codegen.topi.registry import register_schedule
-from codegen.tune.space import Config
+from taso_py.codegen import te
+from taso_py.codegen.schedule.schedule import Schedule, Stage
+from taso_py.codegen.te.tensor import Tensor, TensorRead
+from taso_py.codegen.topi.cuda.generic import bind_elements, elementwise_consumer, schedule_stages, threads_knob
+from taso_py.codegen.topi.injective import fuse_all
+from taso_py.codegen.topi.registry import register_schedule
+from taso_py.codegen.tune.space import Config
 
 
 def _operands(st: Stage) -> list[Tensor]:

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from codegen.schedule.schedule import Schedule, Stage
-from codegen.te.tensor import IterVar, Tensor
-from codegen.topi.injective import fuse_all
-from codegen.topi.linalg import live_readers, reads_identity
-from codegen.topi.registry import register_schedule
-from codegen.tune.space import Config
+from taso_py.codegen.schedule.schedule import Schedule, Stage
+from taso_py.codegen.te.tensor import IterVar, Tensor
+from taso_py.codegen.topi.injective import fuse_all
+from taso_py.codegen.topi.linalg import live_readers, reads_identity
+from taso_py.codegen.topi.registry import register_schedule
+from taso_py.codegen.tune.space import Config
 
 THREADS = (64, 128, 256, 512, 1024)
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from codegen.schedule.schedule import Schedule, Stage
-from codegen.te.tensor import IterVar, Tensor
-from codegen.topi.cuda.generic import bind_elements, schedule_stages, threads_knob
-from codegen.topi.injective import fuse_all
-from codegen.topi.registry import register_schedule
-from codegen.tune.space import Config
+from taso_py.codegen.schedule.schedule import Schedule, Stage
+from taso_py.codegen.te.tensor import IterVar, Tensor
+from taso_py.codegen.topi.cuda.generic import bind_elements, schedule_stages, threads_knob
+from taso_py.codegen.topi.injective import fuse_all
+from taso_py.codegen.topi.registry import register_schedule
+from taso_py.codegen.tune.space import Config
 
 
 def _read(s: Schedule, reader: Stage, name: str) -> Stage:
