@@ -13,8 +13,7 @@ latency-hiding run also computes on random int8 data and is checked bit for bit 
 
 Roofline: arithmetic intensity = MACs per byte the program loads from DRAM (its own traffic,
 re-loads included); the DMA roof is dma_bytes_per_cycle x intensity, the compute roof 256
-MACs/cycle. A layer is compute-bound when the compute roof is the lower one. The 3x3
-stride-1 layers also run through the generic path (`lowered.conv2d_schedule`). Writes
+MACs/cycle. A layer is compute-bound when the compute roof is the lower one. Writes
 accel_utilization.{json,md,png} under benchmarks/results/.
 """
 
@@ -28,6 +27,9 @@ from typing import Any
 
 import numpy as np
 import onnx
+
+from benchmarks.models import build
+from taso_py.atomic import write_json, write_text
 from taso_py.codegen.backends.accel import (
     AccelConfig,
     ConvShape,
@@ -38,12 +40,7 @@ from taso_py.codegen.backends.accel import (
     run_layer,
 )
 from taso_py.codegen.backends.accel.codegen import simulate_timing
-from taso_py.codegen.backends.accel.lowered import conv2d_schedule, run_lowered
 from taso_py.codegen.backends.accel.quant import _tiling, device_shape
-from taso_py.codegen.lower import lower
-
-from benchmarks.models import build
-from taso_py.atomic import write_json, write_text
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -92,8 +89,6 @@ def measure(shape: ConvShape, relu: bool, cfg: AccelConfig, execute: bool) -> di
     row["intensity"] = intensity
     row["dma_roof"] = cfg.dma_bytes_per_cycle * intensity
     row["compute_bound"] = row["dma_roof"] >= cfg.peak_macs_per_cycle
-    if shape.kh == shape.kw == 3 and shape.stride == 1:
-        row["generic"] = generic_path(shape, cfg, execute)
     if execute:
         rng = np.random.default_rng(0)
         x = rng.integers(-128, 128, (1, shape.ic, shape.ih, shape.iw), dtype=np.int8)
@@ -106,31 +101,6 @@ def measure(shape: ConvShape, relu: bool, cfg: AccelConfig, execute: bool) -> di
         row["bit_exact"] = bool(np.array_equal(y, reference("conv2d", x, w, b, attrs)))
         assert st.cycles == row["hide"]["cycles"]
     return row
-
-
-def generic_path(shape: ConvShape, cfg: AccelConfig, execute: bool) -> dict[str, Any]:
-    """The layer (without its epilogue) through `lowered.conv2d_schedule` and the generic lowering:
-    2 output-channel blocks and 1 input-channel block a step, the most rows that fit and divide."""
-    toc, tic = 2, 1
-    half = {b: cfg.capacity(b) // 2 for b in ("inp", "wgt", "acc")}
-    th = max(t for t in range(1, shape.oh + 1) if shape.oh % t == 0 and toc * t * shape.ow <= half["acc"]
-             and tic * (t + 2) * (shape.iw + 2) <= half["inp"])
-    f = lower(*conv2d_schedule(shape.ic, shape.ih, shape.iw, shape.oc, 3, 3, 1, shape.pad, toc, tic, th, cfg), "conv")
-    rng = np.random.default_rng(0)
-    x = rng.integers(-128, 128, (1, shape.ic, shape.ih, shape.iw), dtype=np.int8)
-    w = rng.integers(-128, 128, (shape.oc, shape.ic, 3, 3), dtype=np.int8)
-    xp = np.ascontiguousarray(x[0].reshape(shape.ic // 16, 16, shape.ih, shape.iw, 1).transpose(0, 2, 3, 4, 1))
-    wp = np.ascontiguousarray(w.reshape(shape.oc // 16, 16, shape.ic // 16, 16, 3, 3).transpose(0, 2, 4, 5, 1, 3))
-    out: dict[str, Any] = {"tiling": {"toc": toc, "tic": tic, "th": th}}
-    for vt in (2, 1):
-        c = np.zeros((shape.oc // 16, shape.oh, shape.ow, 1, 16), np.int32)
-        st = run_lowered(f, [xp, wp, c], cfg, vt, execute=execute)
-        out[f"vthreads{vt}"] = {"cycles": st.cycles, "utilization": shape.macs / (st.cycles * cfg.peak_macs_per_cycle)}
-        if execute:
-            got = c[:, :, :, 0].transpose(0, 3, 1, 2).reshape(1, shape.oc, shape.oh, shape.ow)
-            out[f"vthreads{vt}"]["bit_exact"] = bool(np.array_equal(got, reference(
-                "conv2d", x, w, None, LayerAttrs(1, shape.pad))))
-    return out
 
 
 def _name(s: ConvShape) -> str:
@@ -155,16 +125,6 @@ def table(rows: list[dict[str, Any]], cfg: AccelConfig) -> str:
     lines.append(f"\nAll ResNet-50 convolutions (counts weighted): {macs / 1e9:.2f} GMACs, "
                  f"{tot['hide']:,} cycles with latency hiding ({100 * macs / (tot['hide'] * peak):.1f}% utilization), "
                  f"{tot['serial']:,} without ({100 * macs / (tot['serial'] * peak):.1f}%).")
-    lines.append("\nThe 3x3 stride-1 convolutions through the generic path (cache_read / cache_write / tensorize, "
-                 "`codegen.lower`, `lowered.program_from_lowered`; no epilogue, 2 output- and 1 input-channel block "
-                 "a step):\n")
-    lines += ["| # | conv | rows a step | util. 2 virtual threads | util. 1 thread | bit-exact |", "|" + "---|" * 6]
-    for k, r in enumerate(rows, 1):
-        if "generic" in r:
-            gp = r["generic"]
-            lines.append(f"| {k} | {r['shape']} | {gp['tiling']['th']} | {100 * gp['vthreads2']['utilization']:.1f}% "
-                         f"| {100 * gp['vthreads1']['utilization']:.1f}% "
-                         f"| {gp['vthreads2'].get('bit_exact', 'not run')} |")
     return "\n".join(lines)
 
 

@@ -81,9 +81,9 @@ def _matmul_model(m: int, k: int, n: int) -> Any:
 def _compiled(model: Any, work: Path, name: str, winograd: bool = True) -> tuple[Any, dict[str, np.ndarray]]:
     """The model compiled as taso compile does (no superoptimizer: one operator), and random feeds."""
     import onnx
+
     from taso_py.codegen.graph import compile_graph
     from taso_py.codegen.runtime import CompiledModel, random_inputs
-
     from taso_py.onnx_io import load_model
     path = work / f"{name}.onnx"
     onnx.save(model, path)
@@ -112,7 +112,7 @@ def _kernel_ms(compiled: Any, feeds: dict[str, np.ndarray], runs: int, prefix: s
 
 def _ort_ms(path: Path, feeds: dict[str, np.ndarray], threads: int, runs: int, passes: int = 5) -> float:
     """ORT on the same model, timed as `_kernel_ms` times ours (best of `passes` medians)."""
-    from taso_py.runtime import session
+    from taso_py.ort import session
     sess = session(path, threads)
     for _ in range(3):
         sess.run(None, feeds)
@@ -255,7 +255,6 @@ def bench_chain(n: int, runs: int, threads: int) -> dict[str, Any]:
     from taso_py.codegen.lower import lower
     from taso_py.codegen.topi import registry
     from taso_py.codegen.tune.space import Config
-
     from taso_py.types import TensorType
     rng = np.random.default_rng(0)
     a, b, c = (rng.standard_normal(n, np.float32) for _ in range(3))

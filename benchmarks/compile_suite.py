@@ -92,8 +92,7 @@ def paired_ratio(a: list[float], b: list[float]) -> float:
 
 def run_model(name: str, size: str, runs: int, tune: int, threads: int, peak: float, work: Path) -> dict[str, Any]:
     from taso_py.codegen.runtime import CompiledModel, random_inputs
-
-    from taso_py.runtime import session
+    from taso_py.ort import session
     source = work / f"{name}.onnx"
     onnx.save(build(name, size), source)
     row: dict[str, Any] = {"model": name}

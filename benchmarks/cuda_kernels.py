@@ -25,14 +25,15 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+
 from taso_py.codegen import te
 from taso_py.codegen.backends.cuda import CudaKernel, build, device_count
 from taso_py.codegen.backends.cuda.emulate import build_emulated
 from taso_py.codegen.lower import lower
+from taso_py.codegen.target import CUDA
 from taso_py.codegen.topi import compute, schedule_group
 from taso_py.codegen.topi.cuda import dense as _dense  # noqa: F401  (registers the cuda schedules)
 from taso_py.codegen.tune.space import Config
-
 from taso_py.types import TensorType
 
 MATMUL_GRID = {"block_m": (64, 128), "block_n": (64, 128), "thread_m": (4, 8), "thread_n": (4, 8), "tile_k": (8, 16)}
@@ -41,7 +42,7 @@ MATMUL_GRID = {"block_m": (64, 128), "block_n": (64, 128), "thread_m": (4, 8), "
 def matmul_kernel(n: int, cfg: Config, emulate: bool) -> CudaKernel:
     a, b = te.placeholder((n, n), name="A"), te.placeholder((n, n), name="B")
     (c,) = compute("matmul", [a, b], None, [TensorType((n, n))])
-    f = lower(schedule_group([c], cfg, target="cuda"), [a, b, c], f"mm{n}")
+    f = lower(schedule_group([c], cfg, target=CUDA), [a, b, c], f"mm{n}")
     return (build_emulated(f) if emulate else build(f))[f.name]
 
 
@@ -52,7 +53,7 @@ def chain_kernel(n: int, emulate: bool) -> CudaKernel:
     (m,) = compute("mul", [a, b], None, t)
     (s,) = compute("add", [m, c], None, t)
     (r,) = compute("relu", [s], None, t)
-    f = lower(schedule_group([r], None, target="cuda"), [a, b, c, r], f"chain{n}")
+    f = lower(schedule_group([r], None, target=CUDA), [a, b, c, r], f"chain{n}")
     return (build_emulated(f) if emulate else build(f))[f.name]
 
 

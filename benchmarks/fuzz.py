@@ -187,11 +187,11 @@ def check_compile(case: Case, model: OnnxModel, work: Path, result: Result) -> N
     regions), run the module and compare it with the original in ORT."""
     from taso_py.codegen.graph import compile_graph
     from taso_py.codegen.runtime import CompiledModel
-
+    from taso_py.codegen.target import CPU
     from taso_py.onnx_io.exporter import region_writer
 
     try:
-        compile_graph(model.graph, work / "compiled", "cpu", write_region=region_writer(model.origin))
+        compile_graph(model.graph, work / "compiled", CPU, write_region=region_writer(model.origin))
         compiled = CompiledModel(work / "compiled")
         feeds = random_feeds(model.graph, case.seed + 2)
         comparison = compare_outputs(ort_run(work / "model.onnx", feeds), compiled.run(feeds))

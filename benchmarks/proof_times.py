@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from taso_py.verifier.prover import DEFAULT_TIMEOUT, prove
 
 from taso_py.atomic import write_json
 from taso_py.library import parse_rule
+from taso_py.verifier.prover import DEFAULT_TIMEOUT, prove
 from tests.verifier_cases import HARD_TRUE_RULES, TRUE_RULES, WRONG_RULES, Case
 
 STATUSES = ("PROVED", "REFUTED", "UNKNOWN")

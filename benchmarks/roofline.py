@@ -20,18 +20,16 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from taso_py.codegen import machine
-
 from benchmarks.compile_suite import build_and_compile, time_in_turn
 from benchmarks.machine_info import describe, header
 from benchmarks.models import MODELS
 from taso_py.atomic import write_json, write_text
+from taso_py.codegen import machine
 
 
 def model_roofline(name: str, size: str, threads: int, peak: float, bandwidth: float, work: Path) -> dict[str, Any]:
     from taso_py.codegen.runtime import CompiledModel, random_inputs
-
-    from taso_py.runtime import session
+    from taso_py.ort import session
     source, out, error = build_and_compile(name, size, work)
     if error:
         return {"model": name, "error": error}

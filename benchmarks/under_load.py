@@ -52,8 +52,7 @@ def _load(kind: str, work: Path) -> subprocess.Popen | None:
 
 def run_model(name: str, size: str, seconds: float, work: Path) -> dict[str, Any]:
     from taso_py.codegen.runtime import CompiledModel, random_inputs
-
-    from taso_py.runtime import session
+    from taso_py.ort import session
     source, out, error = build_and_compile(name, size, work)
     if error:
         return {"model": name, "error": error}

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 
 from taso_py.codegen.machine import Limits, limits
 from taso_py.codegen.topi import conv, winograd
-
 from taso_py.cost.model import OpCall
 from taso_py.ops.schema import Fusion
 

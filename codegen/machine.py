@@ -19,10 +19,9 @@ import statistics
 import time
 from dataclasses import asdict, dataclass
 
+from taso_py.atomic import write_json
 from taso_py.codegen import isa
 from taso_py.codegen.backends.c.pool import POOL_C
-
-from taso_py.atomic import write_json
 
 _SOURCE = r"""
 #include <stdint.h>

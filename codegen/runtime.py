@@ -19,13 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from taso_py.codegen import isa
 from taso_py.codegen.errors import CodegenError
-
+from taso_py.codegen.target import Target
 from taso_py.errors import InputError
 from taso_py.runtime import Latency, random_arrays
 
 MANIFEST_VERSION = 1
+ORT_DEVICE = "cpu"  # where ONNX Runtime's IOBinding finds a region's buffers: this process's memory
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,10 @@ class CompiledModel:
         if built_for in isa.LEVELS and isa.LEVELS.index(built_for) > isa.LEVELS.index(isa.host().level):
             raise InputError(f"{directory} was compiled for {built_for} ({self.manifest['cpu'].get('model')}); "
                              f"this CPU ({isa.host().model}) has {isa.host().level}: compile the model again here")
+        try:
+            self.target = Target.parse(self.manifest["target"])
+        except CodegenError as e:
+            raise InputError(f"{manifest_path}: {e}") from None
         self.inputs = [TensorSpec.of(t) for t in self.manifest["inputs"]]
         self.outputs = [TensorSpec.of(t) for t in self.manifest["outputs"]]
         blob = (self.directory / self.manifest["weights"]).read_bytes()
@@ -118,7 +124,7 @@ class CompiledModel:
         self.entry = None
         if self.manifest.get("entry"):
             self.entry = self._function(self.manifest["entry"])
-            self.entry.restype = ctypes.c_int if self.manifest.get("target") == "cuda" else None
+            self.entry.restype = ctypes.c_int if self.target.device_memory else None  # a device's run reports status
         # a model with regions run by ONNX Runtime (codegen.graph.fallback): C segments between them
         self.segments = [(self._function(seg["entry"]) if "entry" in seg else None, seg)
                          for seg in self.manifest.get("segments", [])]
@@ -182,14 +188,14 @@ class CompiledModel:
         binding = sess.io_binding()
         for key in kernel["args"][:len(kernel["args"]) - kernel["writes"]]:
             a = self.dynamic[key] if self.buffers[key]["kind"] == "dynamic" else self._view(key, arrays, outs)
-            binding.bind_input(key, "cpu", 0, a.dtype, a.shape, a.ctypes.data)
+            binding.bind_input(key, ORT_DEVICE, 0, a.dtype, a.shape, a.ctypes.data)
         written = kernel["args"][len(kernel["args"]) - kernel["writes"]:]
         for key in written:
             if self.buffers[key]["kind"] == "dynamic":
-                binding.bind_output(key, "cpu")
+                binding.bind_output(key, ORT_DEVICE)
             else:
                 v = self._view(key, arrays, outs)
-                binding.bind_output(key, "cpu", 0, v.dtype, v.shape, v.ctypes.data)
+                binding.bind_output(key, ORT_DEVICE, 0, v.dtype, v.shape, v.ctypes.data)
         try:
             sess.run_with_iobinding(binding)
         except Exception as e:  # ORT raises its own exception types
@@ -281,7 +287,7 @@ class CompiledModel:
 def _region_session(path: Path) -> Any:
     """The ORT session of a region: spinning off (our thread pool runs between its calls), as
     many threads as the module's own pool."""
-    from taso_py.runtime import session
+    from taso_py.ort import session
     return session(path, int(os.environ.get("TASO_NUM_THREADS") or 0))
 
 

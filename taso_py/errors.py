@@ -29,3 +29,9 @@ class GraphError(InputError):
 
 class Unsupported(TasoError):
     """An ONNX construct outside the algebra: the importer keeps such a node opaque."""
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of another library's error message (ORT's and onnx's run to pages), capped."""
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0][:300]

@@ -39,7 +39,7 @@ class Directed:
 def directed_rules(library: Library) -> list[Directed]:
     out = []
     for e in library:
-        if e.proof.get("status") != "PROVED":
+        if not e.proof.proved:
             continue
         for rule, rev in ((e.rule, False), (Rule(e.rule.dst, e.rule.src, e.rule.where), True)):
             if any(isinstance(t, Var) for t in rule.src):

@@ -3,6 +3,7 @@ rewritten or compiled model must meet (`compare_outputs`, `check_equivalent`).""
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -13,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from taso_py.errors import InputError
+from taso_py.errors import InputError, first_line
 from taso_py.graph import Graph
-from taso_py.onnx_io.reader import first_line
+from taso_py.ort import session
 
 INF = float("inf")
 
@@ -25,12 +26,33 @@ def random_feeds(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
     return random_arrays([(n.attrs.name, n.attrs.type.shape, n.attrs.type.dtype.numpy) for n in graph.inputs], seed)
 
 
+def available_memory() -> int:
+    """Bytes this machine can still give a process (MemAvailable: free plus reclaimable caches)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
 def random_arrays(specs: Iterable[tuple[str, Sequence[int], np.dtype]], seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded arrays by name: normal floats, small non-negative ints (safe as indices), random bools."""
+    """Seeded arrays by name: normal floats, small non-negative ints (safe as indices), random bools.
+
+    Refused (InputError) when they would not fit in memory: the kernel overcommits, so numpy's
+    allocation succeeds and filling it gets the process killed, with no error to report."""
+    specs = [(name, tuple(shape), np.dtype(dtype)) for name, shape, dtype in specs]
+    # floats are drawn as float64 and then cast: both copies exist at once
+    need = sum(math.prod(shape) * (dtype.itemsize + 8) for _, shape, dtype in specs)
+    if need > available_memory():
+        raise InputError(f"random inputs for the check need {need / 2**30:,.1f} GiB, more than the "
+                         f"{available_memory() / 2**30:,.1f} GiB of memory available; give smaller input shapes "
+                         f"with --input-shape")
     rng = np.random.default_rng(seed)
     feeds = {}
     for name, shape, dtype in specs:
-        dtype = np.dtype(dtype)
         if dtype.kind == "f":
             value = rng.standard_normal(tuple(shape))
         elif dtype.kind == "b":
@@ -39,20 +61,6 @@ def random_arrays(specs: Iterable[tuple[str, Sequence[int], np.dtype]], seed: in
             value = rng.integers(0, 2, tuple(shape))
         feeds[name] = np.asarray(value, dtype)
     return feeds
-
-
-def session(model: onnx.ModelProto | str | Path, threads: int = 0) -> object:
-    """An ORT CPU session; thread spinning is off so two sessions timed in turn don't fight."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
-    try:
-        return ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
-    except Exception as e:  # ORT raises its own exception types
-        raise InputError(f"ONNX Runtime cannot load the model: {first_line(e)}") from None
 
 
 def run(model: onnx.ModelProto | str | Path, feeds: Mapping[str, np.ndarray], threads: int = 0

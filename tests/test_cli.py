@@ -260,3 +260,19 @@ def test_unreadable_initializers_and_huge_inputs_are_one_line_errors(tmp_path: P
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 2, (k, result.output)
         assert "internal error" not in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("command", ["optimize", "compile"])
+def test_inputs_that_do_not_fit_in_memory_are_refused_before_allocating(
+        tmp_path: Path, command: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the fuzzer: an input of 2^31 floats (within the reader's limit) was drawn as 16 GiB of
+    float64 for the check; the kernel overcommits, so the process was killed instead of refusing."""
+    import taso_py.runtime
+
+    monkeypatch.setattr(taso_py.runtime, "available_memory", lambda: 1 << 30)
+    path = tmp_path / "m.onnx"
+    onnx.save(_add_model(numpy_helper.from_array(np.ones(1, np.float32), "w"), [1 << 27, 2]), str(path))
+    result = CliRunner().invoke(main, [command, str(path), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert "random inputs for the check need 3.0 GiB, more than the 1.0 GiB of memory available" in result.output
+    assert not (tmp_path / "out").exists()

@@ -11,11 +11,11 @@ import onnx
 import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
+
+from taso_py.cli import main
 from taso_py.codegen.errors import CodegenError
 from taso_py.codegen.graph import compile_graph
 from taso_py.codegen.runtime import CompiledModel
-
-from taso_py.cli import main
 from taso_py.errors import InputError
 from taso_py.graph import Graph, evaluate
 from taso_py.types import TensorType

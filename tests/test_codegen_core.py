@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+
 from taso_py.codegen import te
 from taso_py.codegen.backends.c import build
 from taso_py.codegen.errors import CodegenError, ScheduleError
@@ -678,14 +679,14 @@ def test_printer_is_readable() -> None:
 
 def test_missing_compiler_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("CC", "no-such-cc-xyz")
-    monkeypatch.setenv("TASO_CACHE", str(tmp_path))
+    monkeypatch.setenv("TASO_CACHE_DIR", str(tmp_path))
     a, b = elementwise()
     with pytest.raises(CodegenError, match="no C compiler: 'no-such-cc-xyz'"):
         build(lower(create_schedule(b), [a, b], "nocc"))
 
 
 def test_kernel_cache_reuses_the_shared_library(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setenv("TASO_CACHE", str(tmp_path))
+    monkeypatch.setenv("TASO_CACHE_DIR", str(tmp_path))
     a, b = elementwise()
     f = lower(create_schedule(b), [a, b], "cached")
     m1 = build(f)

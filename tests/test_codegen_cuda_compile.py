@@ -9,13 +9,14 @@ from pathlib import Path
 import onnx
 import pytest
 from click.testing import CliRunner
+
+from benchmarks import models
+from taso_py.cli import main
 from taso_py.codegen.backends.cuda import device_count
 from taso_py.codegen.backends.cuda.emulate import compile_emulated
 from taso_py.codegen.graph import compile_graph
 from taso_py.codegen.runtime import CompiledModel, random_inputs
-
-from benchmarks import models
-from taso_py.cli import main
+from taso_py.codegen.target import CUDA
 from taso_py.onnx_io import load_model, save_model
 from taso_py.runtime import compare_outputs
 from taso_py.runtime import run as ort_run
@@ -28,7 +29,7 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is no
 def test_whole_model_cuda_source_matches_onnx_runtime(tmp_path: Path, name: str) -> None:
     model = load_model(models.build(name, "small"))
     out = tmp_path / name
-    report = compile_graph(model.graph, out, target="cuda", write_onnx=lambda p: save_model(model, p))
+    report = compile_graph(model.graph, out, target=CUDA, write_onnx=lambda p: save_model(model, p))
     source = (out / "model.cu").read_text()
     assert report.kernels > 1 and source.count("_launch(") >= report.kernels
     assert "__global__" in source and "taso_model_run" in source

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from taso_py.codegen import te
 from taso_py.codegen.backends.c import build
 from taso_py.codegen.lower import Intrinsic, lower, walk_stmts
@@ -15,7 +16,6 @@ from taso_py.codegen.schedule import create_schedule
 from taso_py.codegen.topi import conv, registry
 from taso_py.codegen.topi import linalg as _linalg  # noqa: F401  (registers matmul)
 from taso_py.codegen.tune.space import Config
-
 from taso_py.ops import OPS
 from taso_py.ops.conv import Conv2dAttrs
 from taso_py.types import TensorType

@@ -3,6 +3,7 @@ and `taso compile` checks the module it built against the original model."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -11,11 +12,14 @@ import onnx
 import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper
-from taso_py.codegen.graph import compile_graph, fallback, partition
-from taso_py.codegen.graph.compiler import prepare
-from taso_py.codegen.runtime import CompiledModel, random_inputs
 
+from taso_py import ops
 from taso_py.cli import main
+from taso_py.codegen.errors import CodegenError
+from taso_py.codegen.graph import compile_graph, fallback, partition
+from taso_py.codegen.graph.stages import prepare
+from taso_py.codegen.runtime import CompiledModel, random_inputs
+from taso_py.codegen.target import ACCEL, CPU
 from taso_py.onnx_io import load_model
 from taso_py.onnx_io.exporter import region_writer
 from taso_py.runtime import compare_outputs
@@ -107,7 +111,7 @@ def test_regions_are_few_where_the_graph_allows(tmp_path: Path) -> None:
 
 def test_the_whole_graph_as_one_region_when_regions_cannot_be_cut(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fallback, "plan", lambda g, groups, forced: None)
+    monkeypatch.setattr(fallback, "plan", lambda g, groups, target, forced: None)
     compiled, _, r = _compile(_conv_lrn_conv(tmp_path / "m.onnx"), tmp_path / "out")
     assert r["report"].kernel_nodes == 0 and r["report"].regions == 1
     assert [k["group"] for k in compiled.manifest["kernels"]] == ["onnxruntime:conv2d+LRN+add"]
@@ -118,7 +122,7 @@ def test_order_keeps_each_kind_together() -> None:
     g = load_model(get("mobilenetv2_torch_op11").build()).graph
     g = prepare(g)
     groups = partition(g)
-    kinds = [any(fallback.unsupported(g, n) for n in grp.nodes) for grp in groups]
+    kinds = [any(fallback.unsupported(g, n, CPU) for n in grp.nodes) for grp in groups]
     order = fallback.order_groups(g, groups, kinds)
     assert sorted(order) == list(range(len(groups)))
     position = {k: i for i, k in enumerate(order)}
@@ -136,7 +140,7 @@ def test_profile_lists_regions_with_the_kernels(tmp_path: Path) -> None:
 def test_accel_target_runs_regions_too(tmp_path: Path) -> None:
     path = _conv_lrn_conv(tmp_path / "m.onnx")
     model = load_model(path)
-    report = compile_graph(model.graph, tmp_path / "out", target="accel", write_region=region_writer(model.origin))
+    report = compile_graph(model.graph, tmp_path / "out", target=ACCEL, write_region=region_writer(model.origin))
     assert report.accel_layers == 2 and report.fallback_nodes == 1
     compiled = CompiledModel(tmp_path / "out")
     feeds = random_inputs(compiled)
@@ -198,7 +202,7 @@ def test_a_group_whose_kernel_fails_to_build_runs_in_ort(tmp_path: Path, monkeyp
     def refuse(*_args: object) -> None:
         raise ValueError("not this one")  # a bug in a kernel template, not only a CodegenError
 
-    monkeypatch.setitem(topi.COMPUTE, "add", refuse)
+    monkeypatch.setitem(topi.COMPUTE, ops.get("add"), refuse)
     compiled, _, r = _compile(_conv_lrn_conv(tmp_path / "m.onnx"), tmp_path / "out")
     # the add is fused into the second convolution's group: that group joins the LRN's region
     assert r["report"].fallback_nodes == 3 and r["report"].regions == 1
@@ -222,10 +226,26 @@ def test_an_input_of_a_type_c_has_no_name_for(tmp_path: Path) -> None:
 def test_intermediates_larger_than_memory_are_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A damaged file whose dims ask for 48 GiB of intermediates killed a fuzzing worker; now it is refused."""
     from taso_py.codegen.errors import CodegenError
-    from taso_py.codegen.graph import compiler
+    from taso_py.codegen.graph import stages
 
-    monkeypatch.setattr(compiler.os, "sysconf", lambda name: 1024 if name == "SC_PAGE_SIZE" else 16)
+    monkeypatch.setattr(stages, "available_memory", lambda: 16 * 1024)
     model = load_model(_conv_lrn_conv(tmp_path / "m.onnx"))
-    with pytest.raises(CodegenError, match=r"intermediates need .* GiB at once, more than this machine"):
+    with pytest.raises(CodegenError, match=r"intermediates need .* GiB at once, more than the 0.0 GiB of memory"):
         compile_graph(model.graph, tmp_path / "out", write_region=region_writer(model.origin))
     assert not (tmp_path / "out").exists()
+
+
+def test_an_operator_a_target_declares_unsupported_runs_in_ort(tmp_path: Path) -> None:
+    """A target without a kernel for an operator of the algebra says so (`Target.unsupported`): the
+    operator runs in an ONNX Runtime region where the target allows regions, else the compile is refused."""
+    without_add = dataclasses.replace(CPU, unsupported=frozenset({"add"}))
+    compiled, _, r = _compile(_conv_lrn_conv(tmp_path / "m.onnx"), tmp_path / "out", target=without_add)
+    assert r["report"].regions == 1 and r["report"].fallback_nodes == 3  # LRN, and the conv the add fused into
+    assert "onnxruntime:LRN+conv2d+add" in [k["group"] for k in compiled.manifest["kernels"]]
+    assert compare_outputs(r["want"], r["got"]).max_rel <= 1e-4
+    no_regions = dataclasses.replace(without_add, regions=False)
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3]) for n in ("x", "y")]
+    model = load_model(save(_model([node("Add", ["x", "x"], ["y"])], io[:1], io[1:], []), tmp_path / "add.onnx"))
+    with pytest.raises(CodegenError, match=r"no kernel for add 'y'.* on --target cpu"):
+        compile_graph(model.graph, tmp_path / "out2", target=no_regions, write_region=region_writer(model.origin))
+    assert not (tmp_path / "out2").exists()

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from taso_py.codegen.graph import compile_graph
 from taso_py.codegen.runtime import CompiledModel
-
 from taso_py.graph import Graph, Ref, evaluate
 from taso_py.types import TensorType
 

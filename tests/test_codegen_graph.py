@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from taso_py.codegen.graph import Lifetime, partition, plan_memory
 
 from benchmarks import models
+from taso_py.codegen.graph import Lifetime, partition, plan_memory
 from taso_py.graph import Graph
 from taso_py.onnx_io import load_model
 from taso_py.types import TensorType

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from taso_py.codegen.graph import compile_graph, layout, partition
 from taso_py.codegen.graph.compiler import prepare
 from taso_py.codegen.runtime import CompiledModel
 from taso_py.codegen.topi import winograd
-
 from taso_py.graph import Graph, evaluate
 from taso_py.graph.normalize import fold_batchnorm
 from taso_py.types import TensorType

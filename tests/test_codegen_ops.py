@@ -15,14 +15,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+
+from taso_py import ops
 from taso_py.codegen import te
 from taso_py.codegen.backends.c import Module, build
 from taso_py.codegen.lower import Allocate, For, PrimFunc, Store, lower, walk_stmts
 from taso_py.codegen.schedule.schedule import LoopKind
 from taso_py.codegen.topi import compute, schedule_group
 from taso_py.codegen.tune.space import Config
-
-from taso_py import ops
 from taso_py.graph import Graph
 from taso_py.onnx_io import OnnxModel, OnnxOrigin, to_onnx
 from taso_py.runtime import run

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from taso_py.codegen import machine, te
 from taso_py.codegen.backends.c import build
 from taso_py.codegen.cost import KernelCost
@@ -22,7 +23,6 @@ from taso_py.codegen.schedule import create_schedule
 from taso_py.codegen.te.expr import Var
 from taso_py.codegen.topi import registry
 from taso_py.codegen.tune.space import Config
-
 from taso_py.cost.model import OpCall
 from taso_py.ops import OPS
 from taso_py.ops.conv import Conv2dAttrs
@@ -129,7 +129,7 @@ def test_element_wise_planes_fuse_into_whole_vectors() -> None:
 
 
 def test_machine_limits_are_measured_once_per_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TASO_CACHE", str(tmp_path))
+    monkeypatch.setenv("TASO_CACHE_DIR", str(tmp_path))
     found = machine.limits()
     assert found.peak() > 1.0 and found.bandwidth() > 0.5
     assert found.peak(1) <= found.peak() * 1.05  # more threads, no less

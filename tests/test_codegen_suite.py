@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from taso_py.codegen.graph import compile_graph
-from taso_py.codegen.runtime import CompiledModel, random_inputs
 
 from benchmarks import models
+from taso_py.codegen.graph import compile_graph
+from taso_py.codegen.runtime import CompiledModel, random_inputs
 from taso_py.library.store import load as load_library
 from taso_py.onnx_io import load_model, save_model
 from taso_py.onnx_io.exporter import region_writer

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from taso_py.codegen import isa, te
 from taso_py.codegen.backends.c import build
 from taso_py.codegen.backends.c.micro import intrinsic_source
@@ -15,7 +16,6 @@ from taso_py.codegen.schedule import create_schedule
 from taso_py.codegen.topi import conv, registry, tiling
 from taso_py.codegen.topi import linalg as _linalg  # noqa: F401  (registers matmul)
 from taso_py.codegen.tune.space import Config
-
 from taso_py.ops import OPS
 from taso_py.ops.conv import Conv2dAttrs
 from taso_py.types import TensorType

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from taso_py.codegen import isa, te
 from taso_py.codegen.backends.c import build
 from taso_py.codegen.errors import CodegenError
@@ -215,7 +216,6 @@ def test_tune_the_operator_library_matmul_template(tmp_path: Path) -> None:
     """The real template (codegen/topi/linalg.py, through the fused-group driver) tunes the same way."""
     import taso_py.codegen.topi.linalg  # noqa: F401  (registers matmul)
     from taso_py.codegen import topi
-
     from taso_py.types import TensorType
 
     a = te.placeholder((48, 64), name="A")
@@ -288,7 +288,7 @@ def test_candidates_with_an_already_measured_kernel_are_skipped(tmp_path: Path) 
 
 
 def test_records_default_to_the_cache_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TASO_CACHE", str(tmp_path))
+    monkeypatch.setenv("TASO_CACHE_DIR", str(tmp_path))
     res = tune(matmul_template, None, 1, progress=False)
     assert [r.config for r in read(tmp_path / "tuning.jsonl", res.workload)] == [
         {"tile_y": 2, "tile_x": 4, "order": "ijk"}]
@@ -320,7 +320,6 @@ def test_cost_model_ranks_real_timings_of_held_out_configs() -> None:
     import taso_py.codegen.topi.linalg  # noqa: F401  (registers matmul)
     from taso_py.codegen import topi
     from taso_py.codegen.tune.tuner import _Search
-
     from taso_py.types import TensorType
 
     a, b = te.placeholder((128, 128), name="A"), te.placeholder((128, 128), name="B")

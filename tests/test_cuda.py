@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_codegen_ops import CASES, Case
+
 from taso_py.codegen import te
 from taso_py.codegen.backends.c import build as build_c
 from taso_py.codegen.backends.cuda import CudaModule, build, device_count, nvcc, source
@@ -24,12 +26,11 @@ from taso_py.codegen.backends.cuda.emulate import build_emulated
 from taso_py.codegen.errors import CodegenError
 from taso_py.codegen.lower import Allocate, PrimFunc, lower, walk_stmts
 from taso_py.codegen.schedule import create_schedule
+from taso_py.codegen.target import CPU, CUDA
 from taso_py.codegen.topi import compute, schedule_group
 from taso_py.codegen.topi import conv as conv_ops
 from taso_py.codegen.topi.cuda import dense  # noqa: F401  (registers the cuda schedules)
 from taso_py.codegen.tune.space import Config
-from test_codegen_ops import CASES, Case
-
 from taso_py.ops import OPS
 from taso_py.ops.conv import Conv2dAttrs
 from taso_py.types import TensorType
@@ -64,7 +65,7 @@ class Group:
         return f"g_{hashlib.sha1(self.label.encode()).hexdigest()[:12]}"
 
     def lower(self, cfg: Config | None = None) -> PrimFunc:
-        return lower(schedule_group(self.outs, cfg, target="cuda"), [*self.ins, *self.outs], self.name)
+        return lower(schedule_group(self.outs, cfg, target=CUDA), [*self.ins, *self.outs], self.name)
 
     def check(self, mod: CudaModule) -> None:
         outs = [np.full(t.shape, 7, t.dtype) for t in self.outs]  # not zeros: every element must be written
@@ -346,7 +347,7 @@ def test_benchmark_says_it_cannot_run_without_a_gpu(capsys: pytest.CaptureFixtur
 def test_missing_nvcc_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
     monkeypatch.delenv("NVCC", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setenv("TASO_CACHE", str(tmp_path))  # nothing cached: a compiler is needed
+    monkeypatch.setenv("TASO_CACHE_DIR", str(tmp_path))  # nothing cached: a compiler is needed
     with pytest.raises(CodegenError, match="no CUDA compiler: 'nvcc' is not on PATH"):
         build(matmul_group((8, 8), (8, 8)).lower())
 
@@ -384,7 +385,7 @@ def test_too_many_threads_per_block_is_refused() -> None:
 
 def test_cuda_schedules_exist_for_every_cpu_pattern() -> None:
     from taso_py.codegen.topi.registry import SCHEDULE
-    cpu = {tag for target, tag in SCHEDULE if target == "cpu"}
-    cuda = {tag for target, tag in SCHEDULE if target == "cuda"}
+    cpu = {tag for key, tag in SCHEDULE if key == CPU.schedules}
+    cuda = {tag for key, tag in SCHEDULE if key == CUDA.schedules}
     assert cpu <= cuda, cpu - cuda
 

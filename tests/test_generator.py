@@ -6,7 +6,6 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from taso_py.verifier.prover import prove
 
 from taso_py import ops
 from taso_py.generator import candidates as cand
@@ -20,6 +19,7 @@ from taso_py.generator.pipeline import Checkpoint, Settings, generate
 from taso_py.generator.world import WORLDS, Input, World
 from taso_py.library.syntax import format_expr, format_rule, format_term, parse_rule
 from taso_py.library.terms import Apply, term_names, walk
+from taso_py.verifier.prover import prove
 
 MATRIX = {"a": [4, 4], "b": [4, 4], "c": [4, 4]}
 

@@ -16,9 +16,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
-from taso_py.verifier.encoding import encode_rule
-from taso_py.verifier.prover import prove
-from taso_py.verifier.refuter import instances
 
 from benchmarks import models
 from taso_py import ops
@@ -28,6 +25,7 @@ from taso_py.graph import evaluate
 from taso_py.graph.ir import Graph, Ref
 from taso_py.graph.normalize import IDENTITIES, flatten_splits, fold_batchnorm, fuse_activations
 from taso_py.library.instances import Instance, Undefined, attributes
+from taso_py.library.proof import ProofRecord, Status
 from taso_py.library.store import Entry, Library, load
 from taso_py.library.syntax import parse_rule
 from taso_py.library.terms import Apply, Pick, Rule, Term, Var, term_names
@@ -38,6 +36,9 @@ from taso_py.optimizer import directed_rules, optimize
 from taso_py.runtime import compare_models, random_feeds
 from taso_py.search.backtracking import Settings, search
 from taso_py.types import DType, TensorType
+from taso_py.verifier.encoding import encode_rule
+from taso_py.verifier.prover import prove
+from taso_py.verifier.refuter import instances
 from tests import corpus
 from tests.op_count import OpCount
 
@@ -310,7 +311,7 @@ def test_optimize_refuses_a_model_a_wrong_rule_would_break(tmp_path: Path):
     model = tmp_path / "m.onnx"
     onnx.save(helper.make_model(helper.make_graph(nodes, "g", [a, b], [y]),
                                 opset_imports=[helper.make_opsetid("", 17)]), model)
-    wrong = Entry(parse_rule("relu(add(a, b)) == add(relu(a), relu(b))"), {"status": "PROVED"})
+    wrong = Entry(parse_rule("relu(add(a, b)) == add(relu(a), relu(b))"), ProofRecord(Status.PROVED))
     lib = tmp_path / "wrong.json"
     Library([wrong], DEFAULT.generator, DEFAULT.axioms).save(lib)
     result = _taso("optimize", str(model), "--library", str(lib), "--cost", "analytical")
@@ -334,8 +335,8 @@ def test_optimize_bad_input_is_one_line_and_exit_2(tmp_path: Path):
 
 def test_rules_of_one_direction_are_used_where_they_bind_every_variable():
     lib = Library([Entry(parse_rule("split(concat(a, b, axis=0), axis=0, sizes=[dim(a, 0), dim(b, 0)])[0] == a"),
-                         {"status": "PROVED"}),
-                   Entry(parse_rule("relu(relu(a)) == relu(a)"), {"status": "UNKNOWN"})],
+                         ProofRecord(Status.PROVED)),
+                   Entry(parse_rule("relu(relu(a)) == relu(a)"), ProofRecord(Status.UNKNOWN))],
                   DEFAULT.generator, DEFAULT.axioms)
     rules = directed_rules(lib)
     assert [(d.reversed, isinstance(d.rule.src[0], Var)) for d in rules] == [(False, False)]

@@ -11,6 +11,7 @@ import pytest
 
 from taso_py.generator.executor import LocalExecutor
 from taso_py.generator.pipeline import Checkpoint, Settings, generate
+from taso_py.library.proof import ProofRecord, Status
 from taso_py.library.store import Entry, Library, LibraryError, load
 from taso_py.library.syntax import parse_rule
 
@@ -40,7 +41,7 @@ def small_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_small_generation_is_all_proved_and_has_the_expected_rules(small_library: Path):
     library = load(small_library)
     assert len(library) > 10
-    assert {e.proof["status"] for e in library} == {"PROVED"}
+    assert {e.proof.status for e in library} == {Status.PROVED}
     texts = {e.text for e in library}
     assert "matmul(matmul(a, b), c) == matmul(a, matmul(b, c))" in texts
     assert "transpose(transpose(a, perm=[1, 0]), perm=[1, 0]) == a" in texts
@@ -104,13 +105,30 @@ def test_corrupt_or_foreign_files_are_one_line_errors(small_library: Path, tmp_p
         load(_corrupt(tmp_path, graphless))
     with pytest.raises(LibraryError, match="no such rule library"):
         load(tmp_path / "missing.json")
+    for proof, needle in (({"method": "z3-axioms"}, "no proof record"),
+                          ({"status": "proved"}, "unknown proof status 'proved'"),
+                          ({"status": "PROVED", "axioms": "distrib"}, "lists of names")):
+        bad = json.loads(json.dumps(good))
+        bad["rules"][0]["proof"] = proof
+        with pytest.raises(LibraryError, match=needle):
+            load(_corrupt(tmp_path, bad))
+
+
+def test_proof_records_are_typed_and_round_trip(small_library: Path):
+    raw = json.loads(small_library.read_text())["rules"][0]["proof"]
+    record = load(small_library).entries[0].proof
+    assert record.status is Status.PROVED and record.proved
+    assert record.to_json() == raw
+    unknown = ProofRecord.from_json({"status": "UNKNOWN", "reason": "timeout", "seconds": 10.0})
+    assert unknown.status is Status.UNKNOWN and not unknown.proved
+    assert unknown.to_json() == {"status": "UNKNOWN", "reason": "timeout", "seconds": 10.0}
 
 
 def test_entries_expose_graphs_with_shared_nodes():
     rule = parse_rule("(matmul(a, b), matmul(a, c)) == (split(matmul(a, concat(b, c, axis=1)), axis=1, "
                       "sizes=[dim(b, 1), dim(c, 1)])[0], split(matmul(a, concat(b, c, axis=1)), axis=1, "
                       "sizes=[dim(b, 1), dim(c, 1)])[1])")
-    doc = Entry(rule, {"status": "PROVED"}).to_json()
+    doc = Entry(rule, ProofRecord(Status.PROVED)).to_json()
     assert [n["op"] for n in doc["dst"]["nodes"]] == ["concat", "matmul", "split"]
     assert doc["dst"]["outputs"] == ["n2:0", "n2:1"]
     assert doc["dst"]["nodes"][2]["attrs"] == {"axis": "1", "sizes": "[dim(b, 1), dim(c, 1)]"}
@@ -141,7 +159,7 @@ def test_rules_commands(small_library: Path, tmp_path: Path):
 
 def test_rules_verify_names_a_rule_that_fails(small_library: Path, tmp_path: Path):
     library = load(small_library)
-    wrong = Entry(parse_rule("relu(add(a, b)) == add(relu(a), relu(b))"), {"status": "PROVED"})
+    wrong = Entry(parse_rule("relu(add(a, b)) == add(relu(a), relu(b))"), ProofRecord(Status.PROVED))
     bad = tmp_path / "wrong.json"
     Library([*library.entries[:2], wrong], library.generator, library.axioms).save(bad)
     result = _taso("rules", "verify", "--library", str(bad))

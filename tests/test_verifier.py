@@ -9,21 +9,22 @@ import random
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from taso_py.verifier.concrete import Instance, evaluate, numeric, symbolic
-from taso_py.verifier.encoding import encode_rule
-from taso_py.verifier.prover import prove
-from taso_py.verifier.refuter import instances
-from taso_py.verifier.validation import validate
 
 from taso_py import ops
 from taso_py.cli import main
 from taso_py.library import parse_rule
 from taso_py.ops.schema import Axiom
 from taso_py.ops.symbolic import FLOAT, as_objects
+from taso_py.verifier.concrete import Instance, evaluate, numeric, symbolic
+from taso_py.verifier.encoding import encode_rule
+from taso_py.verifier.prover import prove
+from taso_py.verifier.refuter import instances
+from taso_py.verifier.validation import validate
 
 # One term per verifiable operator, so its model and semantics can be checked on many shapes.
 OP_TERMS = {
-    "relu": "relu(x)", "sigmoid": "sigmoid(x)", "tanh": "tanh(x)", "erf": "erf(x)",
+    "relu": "relu(x)", "sigmoid": "sigmoid(x)", "tanh": "tanh(x)", "erf": "erf(x)", "silu": "silu(x)",
+    "hardswish": "hardswish(x)",
     "gelu": "gelu(x, approximate=tanh)", "add": "add(x, y)", "mul": "mul(x, y)", "sub": "sub(x, y)",
     "div": "div(x, y)", "scalar_mul": "scalar_mul(x, scale=?s)", "matmul": "matmul(x, y)",
     "conv2d": "conv2d(x, y, z, stride=[?a, ?b], pad=[?c, 0, 1, ?d], dilation=[1, ?e], groups=?g, act=relu)",

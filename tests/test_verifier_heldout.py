@@ -7,10 +7,9 @@ test lists every case that misses, with what the prover said.
 
 from __future__ import annotations
 
-from taso_py.verifier.prover import prove
-
 from taso_py.generator.candidates import canonical
 from taso_py.library import parse_rule
+from taso_py.verifier.prover import prove
 from tests.verifier_cases import HARD_TRUE_RULES, TRUE_RULES, WRONG_RULES, Case
 from tests.verifier_heldout_cases import TRUE, VACUOUS, WRONG
 

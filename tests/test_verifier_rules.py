@@ -9,9 +9,9 @@ never be REFUTED.
 from __future__ import annotations
 
 import pytest
-from taso_py.verifier.prover import prove
 
 from taso_py.library import parse_rule
+from taso_py.verifier.prover import prove
 from tests.verifier_cases import HARD_TRUE_RULES, TRUE_RULES, WRONG_RULES, Case
 
 TIMEOUT = 10.0

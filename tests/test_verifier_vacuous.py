@@ -12,17 +12,18 @@ import json
 from pathlib import Path
 
 import pytest
-import taso_py.verifier.prover as prover
 from click.testing import CliRunner
-from taso_py.verifier.encoding import encode_rule
-from taso_py.verifier.prover import prove
-from taso_py.verifier.vacuity import decide, show
 
+import taso_py.verifier.prover as prover
 from taso_py.cli import main
 from taso_py.generator import pipeline
 from taso_py.generator.executor import LocalExecutor
 from taso_py.library import parse_rule
+from taso_py.library.proof import ProofRecord, Status
 from taso_py.library.store import Entry, Library
+from taso_py.verifier.encoding import encode_rule
+from taso_py.verifier.prover import prove
+from taso_py.verifier.vacuity import decide, show
 
 TRANSPOSE_CONCAT = ("transpose(concat(x, y, axis=0), perm=[1, 0]) == "
                     "concat(transpose(x, perm=[1, 0]), transpose(y, perm=[1, 0]), axis=0)")
@@ -109,6 +110,7 @@ def test_explanations_name_only_what_the_proof_used() -> None:
 
 def test_shapes_read_like_the_rule_syntax() -> None:
     import z3
+
     from taso_py.verifier.encoding import DIM
 
     x = z3.Const("x", encode_rule(parse_rule("relu(x) == relu(x)")).env.tensors["x"].sort())
@@ -118,8 +120,8 @@ def test_shapes_read_like_the_rule_syntax() -> None:
 
 
 def test_rules_verify_flags_a_vacuous_rule(tmp_path: Path) -> None:
-    good = Entry(parse_rule("add(a, b) == add(b, a)"), {"status": "PROVED"}, "hand-written")
-    bad = Entry(parse_rule(TRANSPOSE_CONCAT), {"status": "PROVED"}, "hand-written")
+    good = Entry(parse_rule("add(a, b) == add(b, a)"), ProofRecord(Status.PROVED), "hand-written")
+    bad = Entry(parse_rule(TRANSPOSE_CONCAT), ProofRecord(Status.PROVED), "hand-written")
     path = tmp_path / "lib.json"
     Library([good, bad]).save(path)
     args = ["rules", "verify", "--library", str(path), "--workers", "1"]

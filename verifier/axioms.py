@@ -20,13 +20,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import z3
-from taso_py.verifier.encoding import OK, Encoder, Env, T, attr_var_kinds, attr_vars, condition, expr, sort_of
 
 from taso_py import ops
 from taso_py.errors import InputError
 from taso_py.library import parse_rule
 from taso_py.library.terms import Apply, AttrVar, Cond, Expr, Rule, Seq, Term, Var, walk
 from taso_py.ops.schema import Axiom
+from taso_py.verifier.encoding import OK, Encoder, Env, T, attr_var_kinds, attr_vars, condition, expr, sort_of
 
 
 @dataclass(frozen=True)

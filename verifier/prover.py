@@ -15,14 +15,14 @@ from __future__ import annotations
 import time
 
 import z3
+
+from taso_py.errors import AttrError, InputError
+from taso_py.library.terms import Lit, Rule, Seq, walk
 from taso_py.verifier.axioms import Compiled, compile_all, op_names
 from taso_py.verifier.encoding import MAX_RANK, RANK, EncodedRule, encode_rule, shape_axiom
 from taso_py.verifier.refuter import search
 from taso_py.verifier.results import Proved, Refuted, Result, Unknown, Vacuous
 from taso_py.verifier.vacuity import decide, explain
-
-from taso_py.errors import AttrError, InputError
-from taso_py.library.terms import Lit, Rule, Seq, walk
 
 DEFAULT_TIMEOUT = 10.0
 RETRY_SHAPES = 32  # shape instances of the second refutation, when Z3 finds no proof

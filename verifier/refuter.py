@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 import z3
+
+from taso_py.library.terms import Rule
 from taso_py.verifier.concrete import Instance, Undefined, evaluate, numeric
 from taso_py.verifier.encoding import DIM, MAX_RANK, RANK, EncodedRule, encode_rule
 from taso_py.verifier.results import Counterexample
-
-from taso_py.library.terms import Rule
 
 MAX_DIM = 5
 TOLERANCE = 1e-9
@@ -65,6 +65,11 @@ def instances(rule: Rule, enc: EncodedRule, count: int, rng: random.Random, max_
         wish += [_wish(v, rng) for v in enc.env.attrs.values() if v.sort() in (z3.IntSort(), z3.RealSort())
                  and rng.random() < 0.5]
         result = solver.check(*wish)
+        for _ in range(3):  # fewer wishes, not none: without any Z3 returns its nearest model, one alike
+            if result == z3.sat or not wish:
+                break
+            wish = rng.sample(wish, len(wish) // 2)
+            result = solver.check(*wish)
         if result != z3.sat:
             result = solver.check()
         if result != z3.sat:

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from taso_py.library.proof import Status
+
 
 @dataclass(frozen=True)
 class Proved:
@@ -17,7 +19,7 @@ class Proved:
     preconditions: tuple[str, ...]
     seconds: float
     same_term: bool = False  # both sides encode to one term (defaults filled in, joins nested)
-    status = "PROVED"
+    status = Status.PROVED
 
     def explanation(self) -> str:
         """What the proof rests on, naming nothing it did not use."""
@@ -28,7 +30,7 @@ class Proved:
         return "none (congruence: the same operators on equal arguments, wherever the rule applies)"
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "method": "z3-axioms", "axioms": list(self.axioms),
+        return {"status": self.status.value, "method": "z3-axioms", "axioms": list(self.axioms),
                 "preconditions": list(self.preconditions), "same_term": self.same_term,
                 "seconds": round(self.seconds, 4)}
 
@@ -61,10 +63,10 @@ class Counterexample:
 class Refuted:
     counterexample: Counterexample
     seconds: float
-    status = "REFUTED"
+    status = Status.REFUTED
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "counterexample": self.counterexample.to_json(),
+        return {"status": self.status.value, "counterexample": self.counterexample.to_json(),
                 "seconds": round(self.seconds, 4)}
 
 
@@ -74,10 +76,10 @@ class Unknown:
 
     reason: str
     seconds: float = 0.0
-    status = "UNKNOWN"
+    status = Status.UNKNOWN
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "reason": self.reason, "seconds": round(self.seconds, 4)}
+        return {"status": self.status.value, "reason": self.reason, "seconds": round(self.seconds, 4)}
 
 
 @dataclass(frozen=True)
@@ -106,10 +108,10 @@ class Vacuous:
     reason: str
     cases: tuple[RankCase, ...] = ()
     seconds: float = 0.0
-    status = "VACUOUS"
+    status = Status.VACUOUS
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "reason": self.reason, "cases": [c.to_json() for c in self.cases],
+        return {"status": self.status.value, "reason": self.reason, "cases": [c.to_json() for c in self.cases],
                 "seconds": round(self.seconds, 4)}
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import z3
+
 from taso_py.verifier.encoding import DIM, MAX_RANK, OK, RANK, Z3A, Encoded, EncodedRule, tensor_facts
 from taso_py.verifier.results import RankCase
 

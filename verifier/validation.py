@@ -21,12 +21,12 @@ from typing import Any
 
 import numpy as np
 import z3
+
+from taso_py.ops.schema import Axiom
 from taso_py.verifier.axioms import parsed
 from taso_py.verifier.concrete import Instance, ModelMismatch, Undefined, evaluate, symbolic
 from taso_py.verifier.encoding import encode_rule
 from taso_py.verifier.refuter import instances
-
-from taso_py.ops.schema import Axiom
 
 MAX_DIM = 4
 FAST_INSTANCES = 6

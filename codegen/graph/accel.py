@@ -9,11 +9,9 @@ s_x * s_w[c]) for the operators that follow. Every other operator (pooling, elem
 ops, softmax, ...) runs on the host as compiled C, in float. The error against float inference
 is the int8 rounding of each offloaded layer's input and weights (half a step of each scale),
 propagated through the model; `taso run --check` on such a directory compares with that
-tolerance (`ACCEL_RTOL`).
+tolerance (the target's `rtol`).
 
-What is offloaded: conv2d with groups 1, no dilation, equal strides and equal pads on all
-sides, no activation or ReLU, constant weights; matmul of an activation (any leading batch
-dims, flattened into rows) by a constant 2-D weight.
+What is offloaded is the target's `offload` predicate (`codegen.backends.accel.offload`).
 """
 
 from __future__ import annotations
@@ -24,37 +22,24 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from taso_py.codegen.backends.accel.quant import quantize_bias, quantize_weights
 from taso_py.codegen.errors import CodegenError
 from taso_py.codegen.graph import fallback, layout
-from taso_py.codegen.graph.compiler import CompileReport, prepare, publish_module
 from taso_py.codegen.graph.fallback import Region, RegionWriter
 from taso_py.codegen.graph.kernels import Buffer, Kernel, KernelBuilder
 from taso_py.codegen.graph.module import ort_step
 from taso_py.codegen.graph.partition import Group, make_group, partition
-
+from taso_py.codegen.graph.stages import CompileReport, prepare, publish_module
+from taso_py.codegen.target import Target
 from taso_py.graph.evaluate import evaluate
 from taso_py.graph.ir import Graph, Node
 from taso_py.runtime import random_feeds
 
-ACCEL_RTOL = 5e-2  # relative error (max|a-b| / max|a|) a quantized model is checked against
 
-
-def offloadable(g: Graph, node: Node) -> bool:
-    """Whether the accelerator runs `node` (see the module docstring)."""
-    if node.op.name == "conv2d":
-        a = node.attrs
-        x = g.type(node.inputs[0])
-        return (a.groups == 1 and a.dilation == (1, 1) and a.stride[0] == a.stride[1] and len(set(a.pad)) == 1
-                and a.act in ("none", "relu") and x.shape[0] == 1
-                and all(g.weight(r) is not None for r in node.inputs[1:]))
-    if node.op.name == "matmul":
-        w = node.inputs[1]
-        return g.weight(w) is not None and len(g.type(w).shape) == 2 and len(g.type(node.inputs[0]).shape) >= 2
-    return False
-
-
-def _split_groups(g: Graph, groups: list[Group | Region]) -> list[tuple[str, Any]]:
-    """Steps in run order: ("accel", node) for an offloaded anchor, ("ort", region) for a region
+def _split_groups(g: Graph, groups: list[Group | Region],
+                  offloadable: Callable[[Graph, Node], bool]) -> list[tuple[str, Any]]:
+    """Steps in run order: ("offload", node) for an offloaded anchor, ("ort", region) for a region
     without kernels (see graph.fallback), ("host", group) for the rest."""
     users = g.users()
     plan: list[tuple[str, Any]] = []
@@ -70,7 +55,7 @@ def _split_groups(g: Graph, groups: list[Group | Region]) -> list[tuple[str, Any
         after = group.nodes[group.nodes.index(anchor) + 1:]
         if before:
             plan.append(("host", make_group(g, before, users)))
-        plan.append(("accel", anchor))
+        plan.append(("offload", anchor))
         if after:
             plan.append(("host", make_group(g, after, users)))
     return plan
@@ -86,22 +71,24 @@ def _calibrate(g: Graph, nodes: list[Node], seed: int) -> dict[int, float]:
     return {n.id: float(np.max(np.abs(values[name]))) / 127 or 1.0 for n, name in zip(nodes, names)}
 
 
-def compile_accel(graph: Graph, out_dir: Path, write_onnx: Callable[[Path], None] | None = None,
+def compile_accel(graph: Graph, out_dir: Path, target: Target, write_onnx: Callable[[Path], None] | None = None,
                   progress: Callable[[int, int], None] | None = None, seed: int = 0,
                   write_region: RegionWriter | None = None) -> CompileReport:
+    """Compile `graph` for `target`, whose `offload` picks the layers the accelerator runs."""
+    assert target.offload is not None
     report = CompileReport()
     clock = time.perf_counter()
     g = prepare(graph)
-    plan = _split_groups(g, fallback.plan(g, partition(g)) or [fallback.whole(g)])
+    plan = _split_groups(g, fallback.plan(g, partition(g), target) or [fallback.whole(g)], target.offload)
     if write_region is None and any(kind == "ort" for kind, _ in plan):
         raise CodegenError("operators without kernels run through ONNX Runtime, which needs a region writer")
-    offloaded = [n for kind, n in plan if kind == "accel"]
+    offloaded = [n for kind, n in plan if kind == "offload"]
     scales = _calibrate(g, offloaded, seed) if offloaded else {}
     report.groups, report.accel_layers = len(plan), len(offloaded)
     report.seconds["passes"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    b = KernelBuilder(g, None)
+    b = KernelBuilder(g, None, target)
     order: list[Kernel] = []
     steps: list[dict[str, Any]] = []
     for k, (kind, item) in enumerate(plan):
@@ -135,7 +122,6 @@ def compile_accel(graph: Graph, out_dir: Path, write_onnx: Callable[[Path], None
 
 def _accel_step(g: Graph, b: KernelBuilder, node: Node, s_x: float, name: str) -> tuple[Kernel, dict[str, Any]]:
     """An offloaded layer: its quantized weights (and bias) stored as weights, and the step the runtime runs."""
-    from taso_py.codegen.backends.accel.quant import quantize_bias, quantize_weights
     w = g.weight(node.inputs[1])
     if node.op.name == "matmul":
         w_q, s_w = quantize_weights(np.ascontiguousarray(w.T))  # per output column

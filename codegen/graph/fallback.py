@@ -21,7 +21,7 @@ from pathlib import Path
 from taso_py.codegen import topi
 from taso_py.codegen.backends.c.emit import C_TYPES
 from taso_py.codegen.graph.partition import Group, make_group
-
+from taso_py.codegen.target import Target
 from taso_py.graph.ir import Graph, Node, Ref
 from taso_py.types import TensorType
 
@@ -35,11 +35,11 @@ def held_in_arena(t: TensorType) -> bool:
     return t.is_known and 0 not in t.shape and t.dtype.value in C_TYPES
 
 
-def unsupported(g: Graph, node: Node) -> str | None:
-    """Why the code generator cannot compile `node` (None when it can)."""
+def unsupported(g: Graph, node: Node, target: Target) -> str | None:
+    """Why the code generator cannot compile `node` for `target` (None when it can)."""
     if node.op.name == "opaque":
         return node.attrs.label
-    if node.op.name not in topi.COMPUTE:
+    if node.op not in topi.COMPUTE or node.op.name in target.unsupported:
         return node.op.name
     for t in [*node.types, *(g.type(r) for r in node.inputs)]:
         if not held_in_arena(t):
@@ -88,11 +88,12 @@ def order_groups(g: Graph, groups: Sequence[Group], fallback: Sequence[bool]) ->
     return order
 
 
-def plan(g: Graph, groups: Sequence[Group], forced: Collection[int] = ()) -> list[Group | Region] | None:
+def plan(g: Graph, groups: Sequence[Group], target: Target, forced: Collection[int] = ()
+         ) -> list[Group | Region] | None:
     """Groups and regions in run order, or None when the regions cannot be cut cleanly (then the
     whole graph is one region: `whole`); the nodes in `forced` run in ORT too (their kernel
     failed to build)."""
-    fallback = [any(n.id in forced or unsupported(g, n) for n in grp.nodes) for grp in groups]
+    fallback = [any(n.id in forced or unsupported(g, n, target) for n in grp.nodes) for grp in groups]
     if not any(fallback):
         return list(groups)
     users = g.users()

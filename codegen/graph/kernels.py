@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+
 from taso_py.codegen import topi
 from taso_py.codegen.errors import CodegenError
 from taso_py.codegen.graph import fallback, layout
@@ -22,11 +23,11 @@ from taso_py.codegen.graph.fallback import Region
 from taso_py.codegen.graph.partition import Group
 from taso_py.codegen.lower.ir import Allocate, PrimFunc
 from taso_py.codegen.lower.lower import lower
+from taso_py.codegen.target import CPU, Target
 from taso_py.codegen.te.tensor import Tensor, compute, placeholder
 from taso_py.codegen.topi import conv, winograd
 from taso_py.codegen.topi import layout as topi_layout
 from taso_py.codegen.tune.space import Config
-
 from taso_py.graph.ir import Graph, Node, Ref
 from taso_py.types import TensorType
 
@@ -82,7 +83,7 @@ class Lowered:
 class KernelBuilder:
     """Lowers groups in order, tracking the layout each tensor was produced in and the buffers."""
 
-    def __init__(self, g: Graph, config_for: ConfigFor | None, target: str = "cpu",
+    def __init__(self, g: Graph, config_for: ConfigFor | None, target: Target = CPU,
                  segments: dict[Ref, layout.Segments] | None = None) -> None:
         self.g = g
         self.segments = segments or {}  # of each blocked tensor (see graph.layout)
@@ -211,7 +212,7 @@ class KernelBuilder:
                 raise CodegenError(f"{node.op.name} {g.name_of(node.outputs[0])!r} has an empty output "
                                    f"{tuple(empty.shape)}: the code generator needs at least one element")
             if lay == layout.PLAIN:
-                outs = topi.compute(node.op.name, [operand(r, lay) for r in node.inputs], node.attrs, node.types)
+                outs = topi.compute(node.op, [operand(r, lay) for r in node.inputs], node.attrs, node.types)
             else:
                 outs = self._blocked(node, lay, operand, arg, packed_weight)
             computed.update(zip(node.outputs, outs))
@@ -252,7 +253,7 @@ class KernelBuilder:
                 return operand(r, lay)
             return arg(r, lay, self.weight(r, f"nchw{lay}c:{out_segs}", lambda a: layout.block_array(a, lay, out_segs)))
 
-        return topi.compute(name, [blocked_operand(r) for r in node.inputs], layout.blocked_attrs(node, lay), types)
+        return topi.compute(node.op, [blocked_operand(r) for r in node.inputs], layout.blocked_attrs(node, lay), types)
 
     def _conv(self, node: Node, lay: int, operand: Callable[[Ref, int], Tensor], arg: Callable[..., Tensor],
               packed_weight: Callable[[str, int, int], Tensor]) -> Tensor:

@@ -19,14 +19,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+
 from taso_py.codegen.graph.partition import ELEMENTWISE, Group
 from taso_py.codegen.topi import conv
-
 from taso_py.graph.ir import Graph, Node, Ref
+from taso_py.ops.elementwise import ACTIVATIONS
 
 PLAIN = 0
 POOLS = frozenset({"maxpool2d", "avgpool2d", "global_avgpool"})
-ZERO_ACTS = frozenset({"none", "relu", "tanh"})  # fused activations that keep padding lanes at zero
+# fused activations that keep padding lanes at zero (act(0) == 0), from the op table's activations
+ZERO_ACTS = frozenset({"none"} | {name for name, op in ACTIVATIONS.items()
+                                  if op.evaluate([np.zeros(1, np.float32)], None)[0][0] == 0})
 
 
 Segments = tuple[int, ...]  # the real channels of each run of blocks of a blocked tensor

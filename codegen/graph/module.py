@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from taso_py.codegen import isa
-from taso_py.codegen.backends.c.build import compile_shared
 from taso_py.codegen.errors import CodegenError
 from taso_py.codegen.graph.kernels import Buffer, Kernel
 from taso_py.codegen.graph.memory import Lifetime
 from taso_py.codegen.runtime import MANIFEST_VERSION
-
 from taso_py.graph.ir import Graph, Ref
 
 
@@ -49,11 +48,6 @@ def weight_blob(values: dict[str, np.ndarray], buffers: dict[str, Buffer]) -> by
         b.offset = len(blob)
         blob += np.ascontiguousarray(values[key], dtype=b.dtype).tobytes()
     return bytes(blob)
-
-
-def cuda_backend() -> Any:
-    from taso_py.codegen.backends import cuda
-    return cuda
 
 
 def cuda_run_function(kernels: list[Kernel], buffers: dict[str, Buffer], copies: dict[int, str], arena: int,
@@ -133,15 +127,16 @@ def ort_step(k: int, kernel: Kernel) -> dict[str, Any]:
 
 # ---- the directory --------------------------------------------------------------------------
 
-def manifest_of(g: Graph, kernels: list[Kernel], buffers: dict[str, Buffer], arena: int,
+def manifest_of(g: Graph, target: str, kernels: list[Kernel], buffers: dict[str, Buffer], arena: int,
                 stats: dict[str, int]) -> dict[str, Any]:
+    """The manifest; `target` is the target's name (read back with `codegen.target.Target.parse`)."""
     def tensor(ref: Ref) -> dict[str, Any]:
         t = g.type(ref)
         return {"name": g.name_of(ref), "shape": None if t.shape is None else list(t.shape),
                 "dtype": t.dtype.value if t.dtype else None}
 
     return {
-        "format": "taso-py compiled model", "version": MANIFEST_VERSION, "target": "cpu",
+        "format": "taso-py compiled model", "version": MANIFEST_VERSION, "target": target,
         "cpu": {"model": isa.host().model, "isa": isa.host().level},
         "entry": "taso_model_run", "library": "model.so", "weights": "weights.bin", "arena_bytes": arena,
         "inputs": [tensor(n.outputs[0]) for n in g.inputs],
@@ -173,11 +168,12 @@ def publish(stage: Path, out_dir: Path) -> None:
         os.replace(stage, out_dir)
 
 
-def write_directory(out_dir: Path, texts: dict[str, str], weights: bytes, manifest: dict[str, Any],
-                    write_onnx: Callable[[Path], None] | None,
+def write_directory(out_dir: Path, texts: dict[str, str], source: str, build: Callable[[str, Path], Path],
+                    weights: bytes, manifest: dict[str, Any], write_onnx: Callable[[Path], None] | None,
                     write_more: Callable[[Path], None] | None = None) -> None:
-    """Build everything in a staging directory beside `out_dir`, then swap it in; `write_more`
-    writes further files into the staging directory (the regions ONNX Runtime runs)."""
+    """Build everything in a staging directory beside `out_dir`, then swap it in: `texts[source]`
+    is built into `model.so` by the target's `build`; `write_more` writes further files into the
+    staging directory (the regions ONNX Runtime runs)."""
     out_dir = Path(out_dir)
     check_destination(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -185,10 +181,7 @@ def write_directory(out_dir: Path, texts: dict[str, str], weights: bytes, manife
     try:
         for name, text in texts.items():
             (stage / name).write_text(text)
-        if "model.cu" in texts:
-            cuda_backend().compile_cuda(texts["model.cu"], stage / "model.so")
-        else:
-            compile_shared(texts["model.c"], stage / "model.so")
+        build(texts[source], stage / "model.so")
         (stage / "weights.bin").write_bytes(weights)
         if write_more is not None:
             write_more(stage)

@@ -11,7 +11,7 @@ from taso_py.codegen.tune.space import Config
 
 
 def default_records() -> Path:
-    """~/.cache/taso-py/tuning.jsonl (or under $TASO_CACHE): shared by every compile on this machine."""
+    """~/.cache/taso-py/tuning.jsonl (or under $TASO_CACHE_DIR): shared by every compile on this machine."""
     return cache_dir().parent / "tuning.jsonl"
 
 

@@ -1,4 +1,4 @@
-"""Lowering schedules to the loop IR, its simplifier and its printer."""
+"""Lowering schedules to the loop IR (which prints itself), and its simplifier."""
 
 from taso_py.codegen.lower.intrin import GemmIntrin
 from taso_py.codegen.lower.ir import (

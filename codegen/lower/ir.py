@@ -2,7 +2,7 @@
 
 Expressions are `codegen.te.expr` nodes with `Load` for buffer reads; statements are the
 frozen dataclasses below. Every backend (C, CUDA, the accelerator) consumes this IR, and
-`codegen.lower.printer` prints it so a user can see what a schedule did.
+`stmt_str` / `func_str` print it so a user can see what a schedule did.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from taso_py.codegen.schedule.schedule import LoopKind
-from taso_py.codegen.te.expr import Expr, Var
+from taso_py.codegen.te.expr import Expr, Var, expr_str
+from taso_py.codegen.te.names import Names
 
 
 @dataclass(frozen=True, eq=False)
@@ -46,7 +47,6 @@ class Stmt:
     """Base of the statements."""
 
     def __str__(self) -> str:
-        from taso_py.codegen.lower.printer import stmt_str
         return stmt_str(self)
 
 
@@ -120,7 +120,6 @@ class PrimFunc:
     body: Stmt
 
     def __str__(self) -> str:
-        from taso_py.codegen.lower.printer import func_str
         return func_str(self)
 
 
@@ -178,3 +177,43 @@ def map_exprs(s: Stmt, f: Callable[[Expr], Expr]) -> Stmt:
             return Intrinsic(x.name, tuple(Region(r.buffer, f(r.offset), r.loop_strides) for r in x.regions), x.params)
         return map_stmt(x, go)
     return go(s)
+
+
+# ---- text (what `taso compile --print-ir` shows) ----
+
+def stmt_str(s: Stmt, indent: int = 0, names: Names | None = None) -> str:
+    names = names or Names()
+
+    def ex(e: Expr) -> str:
+        return expr_str(e, 0, names)
+
+    pad = "  " * indent
+    if isinstance(s, For):
+        kind = "" if s.kind is LoopKind.SERIAL else f" {s.kind.value}" + (f"({s.threads})" if s.threads else "")
+        tag = f" ({s.thread_tag})" if s.thread_tag else ""
+        return f"{pad}for{kind} {names(s.var)} in 0..{s.extent}{tag}:\n{stmt_str(s.body, indent + 1, names)}"
+    if isinstance(s, Allocate):
+        b = s.buffer
+        return (f"{pad}allocate {names(b)}[{' x '.join(map(str, b.shape))}] {b.dtype} in {b.scope}\n"
+                f"{stmt_str(s.body, indent, names)}")
+    if isinstance(s, Store):
+        return f"{pad}{names(s.buffer)}[{ex(s.index)}] = {ex(s.value)}"
+    if isinstance(s, IfThenElse):
+        text = f"{pad}if {ex(s.cond)}:\n{stmt_str(s.then, indent + 1, names)}"
+        return text + (f"\n{pad}else:\n{stmt_str(s.otherwise, indent + 1, names)}" if s.otherwise else "")
+    if isinstance(s, Seq):
+        return "\n".join(stmt_str(x, indent, names) for x in s.stmts)
+    if isinstance(s, LetStmt):
+        return f"{pad}let {names(s.var)} = {ex(s.value)}\n{stmt_str(s.body, indent, names)}"
+    if isinstance(s, Intrinsic):
+        regs = ", ".join(f"{names(r.buffer)}[{ex(r.offset)}, steps={r.loop_strides}]"
+                         for r in s.regions)
+        params = "".join(f", {k}={v}" for k, v in s.params.items())
+        return f"{pad}{s.name}({regs}{params})"
+    return f"{pad}{type(s).__name__}"
+
+
+def func_str(f: PrimFunc) -> str:
+    names = Names()
+    params = ", ".join(f"{names(b)}: {b.dtype}[{', '.join(map(str, b.shape))}]" for b in f.params)
+    return f"def {f.name}({params}):\n{stmt_str(f.body, 1, names)}"

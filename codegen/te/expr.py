@@ -15,6 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from taso_py.codegen.te.intrinsics import SCALAR_INTRINSICS
+from taso_py.codegen.te.names import Names
+
 FLOAT_TYPES = ("float32", "float64", "float16")
 INT_TYPES = ("int8", "uint8", "int16", "int32", "int64")
 
@@ -65,7 +68,6 @@ class Expr:
         raise TypeError("an expression has no truth value: use te.if_then_else / te.all_of")
 
     def __str__(self) -> str:
-        from taso_py.codegen.lower.printer import expr_str
         return expr_str(self)
 
     __repr__ = __str__
@@ -128,7 +130,7 @@ class Cast(Expr):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Call(Expr):
-    """A pure math intrinsic: exp, log, sqrt, tanh, erf, fabs, sigmoid."""
+    """A pure math intrinsic, one of `te.intrinsics.SCALAR_INTRINSICS` (exp, tanh, sigmoid, ...)."""
 
     name: str
     args: tuple[Expr, ...]
@@ -150,7 +152,6 @@ class Load(Expr):
 ARITH = ("+", "-", "*", "/", "//", "%", "min", "max")
 COMPARE = ("<", "<=", "==", "!=", "&&", "||")
 OPS = ARITH + COMPARE
-INTRINSICS = ("exp", "log", "sqrt", "tanh", "erf", "fabs", "sigmoid")
 
 ExprLike = Expr | int | float | bool
 
@@ -208,8 +209,8 @@ def cast(dtype: str, value: ExprLike) -> Expr:
 
 
 def call(name: str, *args: ExprLike) -> Expr:
-    if name not in INTRINSICS:
-        raise ValueError(f"unknown intrinsic {name!r} (known: {', '.join(INTRINSICS)})")
+    if name not in SCALAR_INTRINSICS:
+        raise ValueError(f"unknown intrinsic {name!r} (known: {', '.join(SCALAR_INTRINSICS)})")
     xs = tuple(lift(a) for a in args)
     return Call(name, xs, xs[0].dtype)
 
@@ -301,3 +302,43 @@ def walk(e: Expr) -> Iterator[Expr]:
 
 def free_vars(e: Expr) -> set[Var]:
     return {x for x in walk(e) if isinstance(x, Var)}
+
+
+# ---- text (what `taso compile --print-ir` shows) ----
+
+_PREC = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, "+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "%": 6}
+
+
+def expr_str(e: Expr, outer: int = 0, names: Names | None = None) -> str:
+    names = names or Names()
+
+    def sub(x: Expr, o: int = 0) -> str:
+        return expr_str(x, o, names)
+
+    if isinstance(e, Const):
+        return repr(e.value) if not isinstance(e.value, bool) else str(e.value).lower()
+    if isinstance(e, Var):
+        return names(e)
+    if isinstance(e, Binary):
+        if e.op in ("min", "max"):
+            return f"{e.op}({sub(e.a)}, {sub(e.b)})"
+        p = _PREC[e.op]
+        text = f"{sub(e.a, p)} {e.op} {sub(e.b, p + 1)}"
+        return f"({text})" if p < outer else text
+    if isinstance(e, Not):
+        return f"!{sub(e.a, 9)}"
+    if isinstance(e, Select):
+        return f"select({sub(e.cond)}, {sub(e.t)}, {sub(e.f)})"
+    if isinstance(e, Cast):
+        return f"{e.dtype}({sub(e.value)})"
+    if isinstance(e, Call):
+        return f"{e.name}({', '.join(sub(a) for a in e.args)})"
+    if isinstance(e, Load):
+        return f"{names(e.buffer)}[{sub(e.index)}]"
+    indices = getattr(e, "indices", None)
+    if indices is not None:  # a tensor read
+        return f"{e.tensor.name}[{', '.join(sub(i) for i in indices)}]"  # type: ignore[attr-defined]
+    if hasattr(e, "combiner"):
+        axes = ", ".join(a.name for a in e.axes)  # type: ignore[attr-defined]
+        return f"{e.combiner}({sub(e.source)}, axis=[{axes}])"  # type: ignore[attr-defined]
+    return type(e).__name__

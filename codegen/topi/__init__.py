@@ -1,6 +1,6 @@
-"""The operator library: a compute definition and a default CPU schedule for every operator.
+"""The operator library: a compute definition for every operator and its schedules on each target.
 
-Importing the package registers every family (see `registry`).
+Importing the package registers every family and every target's schedules (see `registry`).
 """
 
 from taso_py.codegen.topi.registry import (
@@ -13,4 +13,4 @@ from taso_py.codegen.topi.registry import (
 )
 
 __all__ = ["COMPUTE", "SCHEDULE", "compute", "register_compute", "register_schedule", "schedule_group"]
-from taso_py.codegen.topi import constants, elementwise, injective, layout, norm, pool, winograd  # noqa: F401  (register)
+from taso_py.codegen.topi import constants, cuda, elementwise, injective, layout, norm, pool, winograd  # noqa: F401

@@ -44,11 +44,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
 from taso_py.codegen import te
 from taso_py.codegen.lower.intrin import GemmIntrin, TileIntrin
 from taso_py.codegen.schedule.schedule import Schedule, Stage
 from taso_py.codegen.te.expr import Expr
 from taso_py.codegen.te.tensor import Tensor, TensorRead
+from taso_py.codegen.topi.elementwise import activation
 from taso_py.codegen.topi.injective import expanded_body
 from taso_py.codegen.topi.layout import padded_position
 from taso_py.codegen.topi.linalg import (
@@ -62,23 +64,13 @@ from taso_py.codegen.topi.linalg import (
 from taso_py.codegen.topi.registry import register_compute, register_schedule
 from taso_py.codegen.topi.tiling import tile_shape
 from taso_py.codegen.tune.space import Config
-
+from taso_py.ops import conv as conv_ops
 from taso_py.ops.conv import Conv2dAttrs
 from taso_py.types import TensorType
 
 PAD_NAME = "conv_pad"
 WT_NAME = "conv_weight_t"
 PIXEL_MAJOR_MIN_CHANNELS = 8  # output channels per group: the micro-kernel's columns, at least a vector
-
-
-def activation(x: Expr, act: str) -> Expr:
-    if act == "relu":
-        return te.max_(x, te.const(0, x.dtype))
-    if act == "sigmoid":
-        return te.sigmoid(x)
-    if act == "tanh":
-        return te.tanh(x)
-    return x
 
 
 def out_size(h: int, w: int, kh: int, kw: int, attrs: Conv2dAttrs) -> tuple[int, int]:
@@ -130,7 +122,7 @@ def _epilogue(acc: Tensor, bias: Tensor | None, act: str, channel_axis: int,
     return te.compute(shape, body, name="conv_out", tag="injective")
 
 
-@register_compute("conv2d")
+@register_compute(conv_ops.conv2d)
 def conv2d(inputs: Sequence[Tensor], attrs: Conv2dAttrs, out_types: Sequence[TensorType]) -> tuple[Tensor, ...]:
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None

@@ -11,11 +11,13 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+
 from taso_py.codegen import te
 from taso_py.codegen.te.expr import Expr, const
 from taso_py.codegen.te.tensor import Tensor
 from taso_py.codegen.topi.registry import register_compute
-
+from taso_py.ops import conv as conv_ops
+from taso_py.ops import layout as layout_ops
 from taso_py.ops.conv import EnlargeAttrs
 from taso_py.ops.layout import AxisAttrs, FlattenAttrs, PadAttrs, PermAttrs, ShapeAttrs, SplitAttrs
 from taso_py.types import TensorType
@@ -29,7 +31,7 @@ def _axis(axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
 
 
-@register_compute("concat")
+@register_compute(layout_ops.concat)
 def concat(inputs: Sequence[Tensor], attrs: AxisAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
     """A chain of selects on the concatenated axis: the last part is the default."""
     axis = _axis(attrs.axis, inputs[0].ndim)
@@ -103,7 +105,7 @@ def split_lanes(x: Tensor, segments: Sequence[int], sizes: Sequence[int]) -> tup
     return tuple(part(k) for k in range(len(sizes)))
 
 
-@register_compute("split")
+@register_compute(layout_ops.split)
 def split(inputs: Sequence[Tensor], attrs: SplitAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
     """One output per part, each a shifted window of the input."""
     (x,) = inputs
@@ -120,7 +122,7 @@ def split(inputs: Sequence[Tensor], attrs: SplitAttrs, out: Sequence[TensorType]
     return tuple(part(k) for k in range(len(attrs.sizes)))
 
 
-@register_compute("transpose")
+@register_compute(layout_ops.transpose)
 def transpose(inputs: Sequence[Tensor], attrs: PermAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
     """Output axis k is input axis perm[k]."""
     (x,) = inputs
@@ -148,12 +150,12 @@ def reshape_to(x: Tensor, shape: Sequence[int], name: str) -> Tensor:
     return te.compute(shape, element, name=name, tag="injective")
 
 
-@register_compute("reshape")
+@register_compute(layout_ops.reshape)
 def reshape(inputs: Sequence[Tensor], attrs: ShapeAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
     return (reshape_to(inputs[0], out[0].known_shape, "reshape"),)
 
 
-@register_compute("flatten")
+@register_compute(layout_ops.flatten)
 def flatten(inputs: Sequence[Tensor], attrs: FlattenAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
     return (reshape_to(inputs[0], out[0].known_shape, "flatten"),)
 
@@ -172,13 +174,13 @@ def pad_to(x: Tensor, before: Sequence[int], shape: Sequence[int], value: float,
     return te.compute(shape, element, name=name, tag="injective")
 
 
-@register_compute("pad")
+@register_compute(layout_ops.pad)
 def pad(inputs: Sequence[Tensor], attrs: PadAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
     (x,) = inputs
     return (pad_to(x, attrs.pads[:x.ndim], out[0].known_shape, attrs.value, "pad"),)
 
 
-@register_compute("enlarge")
+@register_compute(conv_ops.enlarge)
 def enlarge(inputs: Sequence[Tensor], attrs: EnlargeAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
     """A kernel zero-padded, centered, to a larger kernel size."""
     (w,) = inputs

@@ -34,14 +34,14 @@ from taso_py.codegen.topi.injective import expanded_body
 from taso_py.codegen.topi.registry import register_compute, register_schedule
 from taso_py.codegen.topi.tiling import tile_shape
 from taso_py.codegen.tune.space import Config
-
+from taso_py.ops import linalg as linalg_ops
 from taso_py.types import TensorType
 
 PACK_TAG = "matmul_pack"
 LANES = 16  # columns per group of the register tile (one AVX-512 vector; two AVX2 ones)
 
 
-@register_compute("matmul")
+@register_compute(linalg_ops.matmul)
 def matmul(inputs: Sequence[Tensor], _attrs: object, out_types: Sequence[TensorType]) -> tuple[Tensor, ...]:
     """a @ b with NumPy semantics: 1-D operands are a row / a column, batch dims broadcast."""
     a, b = inputs

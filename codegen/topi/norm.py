@@ -33,12 +33,12 @@ from taso_py.codegen.topi.injective import (
 )
 from taso_py.codegen.topi.registry import register_compute, register_schedule
 from taso_py.codegen.tune.space import Config
-
+from taso_py.ops import norm as norm_ops
 from taso_py.ops.norm import EpsAttrs, LayerNormAttrs, SoftmaxAttrs
 from taso_py.types import TensorType
 
 
-@register_compute("batchnorm")
+@register_compute(norm_ops.batchnorm)
 def batchnorm(inputs: Sequence[Tensor], attrs: EpsAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
     """(x - mean) * (scale / sqrt(var + eps)) + bias over channel axis 1; the factor is
     invariant along the inner axes, so it is computed once per vector of them."""
@@ -84,7 +84,7 @@ def _insert(rest: Sequence[Expr], axis: int, v: Expr) -> tuple:
     return (*rest[:axis], v, *rest[axis:])
 
 
-@register_compute("softmax")
+@register_compute(norm_ops.softmax)
 def softmax(inputs: Sequence[Tensor], attrs: SoftmaxAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
     """exp(x - max) materialized, its row sums, then the exponentials times 1 / sum."""
     (x,) = inputs
@@ -104,7 +104,7 @@ def softmax(inputs: Sequence[Tensor], attrs: SoftmaxAttrs, out: Sequence[TensorT
                        attrs={"axis": axis}),)
 
 
-@register_compute("layernorm")
+@register_compute(norm_ops.layernorm)
 def layernorm(inputs: Sequence[Tensor], attrs: LayerNormAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
     """Two passes for the statistics (mean, then the mean square of x - mean), as the reference."""
     x, scale = inputs[0], inputs[1]

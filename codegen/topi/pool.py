@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+
 from taso_py.codegen import te
 from taso_py.codegen.schedule.schedule import Schedule, Stage
 from taso_py.codegen.te.expr import Expr, const
@@ -23,7 +24,7 @@ from taso_py.codegen.topi.layout import clamp
 from taso_py.codegen.topi.linalg import live_readers
 from taso_py.codegen.topi.registry import register_compute, register_schedule
 from taso_py.codegen.tune.space import Config
-
+from taso_py.ops import conv as conv_ops
 from taso_py.ops.conv import AvgPoolAttrs, MaxPoolAttrs
 from taso_py.types import TensorType
 
@@ -43,7 +44,7 @@ def _shape(x: Tensor, out: TensorType) -> tuple[int, ...]:
     return tuple(out.known_shape[:2]) + tuple(out.known_shape[2:4]) + tuple(x.shape[4:])
 
 
-@register_compute("maxpool2d")
+@register_compute(conv_ops.maxpool2d)
 def maxpool2d(inputs: Sequence[Tensor], attrs: MaxPoolAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
     (x,) = inputs
     low = te.min_value(x.dtype)
@@ -58,7 +59,7 @@ def _count(i: Expr, kernel: int, stride: int, lo: int, hi: int, pad0: int) -> Ex
     return te.min_(start + kernel, const(hi)) - te.max_(start, const(lo))
 
 
-@register_compute("avgpool2d")
+@register_compute(conv_ops.avgpool2d)
 def avgpool2d(inputs: Sequence[Tensor], attrs: AvgPoolAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
     """The window's sum, then times 1/count (a function of the window, computed once per output).
 
@@ -85,7 +86,7 @@ def avgpool2d(inputs: Sequence[Tensor], attrs: AvgPoolAttrs, out: Sequence[Tenso
     return (te.compute(total.shape, lambda *idx: total[idx] * element(*idx), name="avgpool2d", tag="injective"),)
 
 
-@register_compute("global_avgpool")
+@register_compute(conv_ops.global_avgpool)
 def global_avgpool(inputs: Sequence[Tensor], _attrs: object, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
     (x,) = inputs
     shape = tuple(out[0].known_shape)

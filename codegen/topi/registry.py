@@ -12,56 +12,59 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from taso_py import ops
 from taso_py.codegen.errors import CodegenError
 from taso_py.codegen.schedule.schedule import LoopKind, Schedule
+from taso_py.codegen.target import CPU, Target
 from taso_py.codegen.te.tensor import Tensor
 from taso_py.codegen.tune.space import Config
-
+from taso_py.ops import OpDef
 from taso_py.types import TensorType
 
 ComputeFn = Callable[[Sequence[Tensor], Any, Sequence[TensorType]], tuple[Tensor, ...]]
 # (schedule, the group's anchor tensor, the group's outputs, knobs) -> None; edits the schedule in place
 ScheduleFn = Callable[[Schedule, Tensor, Sequence[Tensor], Config], None]
 
-COMPUTE: dict[str, ComputeFn] = {}
-SCHEDULE: dict[tuple[str, str], ScheduleFn] = {}  # (target, pattern tag) -> template
-TARGETS = ("cpu", "cuda")
+
+COMPUTE: dict[OpDef, ComputeFn] = {}  # each operator's compute, keyed by its table entry
+SCHEDULE: dict[tuple[str, str], ScheduleFn] = {}  # (a target's `schedules` key, pattern tag) -> template
 
 
-def register_compute(*op_names: str) -> Callable[[ComputeFn], ComputeFn]:
+def register_compute(*entries: OpDef) -> Callable[[ComputeFn], ComputeFn]:
+    """Register the compute of the operators `entries` (taso_py.ops entries)."""
     def deco(fn: ComputeFn) -> ComputeFn:
-        for name in op_names:
-            if name in COMPUTE:
-                raise RuntimeError(f"compute for {name!r} registered twice")
-            COMPUTE[name] = fn
+        for op in entries:
+            if op in COMPUTE:
+                raise RuntimeError(f"compute for {op.name!r} registered twice")
+            COMPUTE[op] = fn
         return fn
     return deco
 
 
-def register_schedule(*tags: str, target: str = "cpu") -> Callable[[ScheduleFn], ScheduleFn]:
-    """Register a template for `tags` on `target` (each target has its own schedules, as in TVM's topi)."""
-    if target not in TARGETS:
-        raise ValueError(f"unknown target {target!r} (known: {', '.join(TARGETS)})")
-
+def register_schedule(*tags: str, target: Target = CPU) -> Callable[[ScheduleFn], ScheduleFn]:
+    """Register a template for `tags` on `target` (each target has its own schedules, as in TVM's topi;
+    targets with the same `schedules` key share them)."""
     def deco(fn: ScheduleFn) -> ScheduleFn:
         for tag in tags:
-            if (target, tag) in SCHEDULE:
-                raise RuntimeError(f"{target} schedule for tag {tag!r} registered twice")
-            SCHEDULE[(target, tag)] = fn
+            if (target.schedules, tag) in SCHEDULE:
+                raise RuntimeError(f"{target.schedules} schedule for tag {tag!r} registered twice")
+            SCHEDULE[(target.schedules, tag)] = fn
         return fn
     return deco
 
 
-def compute(op_name: str, inputs: Sequence[Tensor], attrs: Any, out_types: Sequence[TensorType]) -> tuple[Tensor, ...]:
-    """The te outputs of operator `op_name` (a taso_py.ops name) applied to `inputs`."""
-    fn = COMPUTE.get(op_name)
+def compute(op: OpDef | str, inputs: Sequence[Tensor], attrs: Any, out_types: Sequence[TensorType]
+            ) -> tuple[Tensor, ...]:
+    """The te outputs of operator `op` (a node's table entry; a name is looked up) applied to `inputs`."""
+    entry = ops.get(op) if isinstance(op, str) else op
+    fn = COMPUTE.get(entry)
     if fn is None:
-        raise CodegenError(f"no code generator for operator {op_name!r} "
-                           f"(the operator library has: {', '.join(sorted(COMPUTE))})")
+        raise CodegenError(f"no code generator for operator {entry.name!r} "
+                           f"(the operator library has: {', '.join(sorted(e.name for e in COMPUTE))})")
     return fn(inputs, attrs, out_types)
 
 
-def schedule_group(outputs: Sequence[Tensor], cfg: Config | None = None, target: str = "cpu") -> Schedule:
+def schedule_group(outputs: Sequence[Tensor], cfg: Config | None = None, target: Target = CPU) -> Schedule:
     """The schedule of a fused group for `target` (TVM's rule: one anchor, injective ops around it).
 
     The anchor is the stage whose tag is not "injective" (fusion puts at most one in a
@@ -83,10 +86,10 @@ def schedule_group(outputs: Sequence[Tensor], cfg: Config | None = None, target:
             st.compute_inline()
     anchor = anchors[-1].tensor if anchors else outputs[0]
     tag = anchor.op.tag if anchors else "injective"
-    fn = SCHEDULE.get((target, tag))
+    fn = SCHEDULE.get((target.schedules, tag))
     if fn is None:
-        known = ", ".join(sorted(t for tg, t in SCHEDULE if tg == target)) or "none"
-        raise CodegenError(f"no {target} schedule for pattern {tag!r} (known: {known})")
+        known = ", ".join(sorted(t for key, t in SCHEDULE if key == target.schedules)) or "none"
+        raise CodegenError(f"no {target.name} schedule for pattern {tag!r} (known: {known})")
     fn(s, anchor, list(outputs), cfg)
     _threads_knob(s, cfg)
     return s

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from fractions import Fraction as F
 
 import numpy as np
+
 from taso_py.codegen import te
 from taso_py.codegen.lower.intrin import TileIntrin
 from taso_py.codegen.schedule.schedule import Schedule, Stage
@@ -39,7 +40,6 @@ from taso_py.codegen.topi.linalg import schedule_flat
 from taso_py.codegen.topi.registry import register_schedule
 from taso_py.codegen.topi.tiling import tile_shape
 from taso_py.codegen.tune.space import Config
-
 from taso_py.ops.conv import Conv2dAttrs
 
 # (B^T, G, A^T) for the output tile sizes m; interpolation points 0, +-1, +-2 and infinity

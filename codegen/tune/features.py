@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from taso_py.codegen.lower.ir import Allocate, Buffer, For, IfThenElse, Intrinsic, LetStmt, PrimFunc, Seq, Stmt, Store
 from taso_py.codegen.schedule.schedule import LoopKind
 from taso_py.codegen.te.expr import Binary, Call, Expr, Load, Var, walk

@@ -39,7 +39,7 @@ class Record:
 
 
 def default_path() -> Path:
-    """Where records go unless told otherwise: tuning.jsonl beside the kernel cache ($TASO_CACHE or
+    """Where records go unless told otherwise: tuning.jsonl beside the kernel cache ($TASO_CACHE_DIR or
     ~/.cache/taso-py), shared by every tuning on this machine (timings only hold on the machine measured)."""
     from taso_py.codegen.backends.c.build import cache_dir
     return cache_dir().parent / "tuning.jsonl"

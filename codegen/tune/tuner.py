@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
 from taso_py.codegen.errors import CodegenError, ScheduleError
 from taso_py.codegen.lower.ir import Buffer, PrimFunc
 from taso_py.codegen.schedule.schedule import Schedule

@@ -14,12 +14,13 @@ from rich.table import Table
 
 from taso_py.cli.common import CheckFailed, emit_json, input_shape_option, json_option, load, model_argument
 from taso_py.cli.rules import library_option
+from taso_py.codegen.target import CPU, TARGETS, Target
 from taso_py.library.store import load as load_library
 from taso_py.onnx_io import save_model
 from taso_py.onnx_io.exporter import region_writer
 from taso_py.onnx_io.model import OnnxModel
 from taso_py.optimizer import cost_model, optimize
-from taso_py.runtime import CHECK_SEEDS, DEFAULT_RTOL, check_equivalent, compare_output_sets, compare_outputs
+from taso_py.runtime import CHECK_SEEDS, check_equivalent, compare_output_sets, compare_outputs
 from taso_py.runtime import run as ort_run
 from taso_py.runtime import run_sets as ort_run_sets
 from taso_py.search.backtracking import Settings
@@ -27,7 +28,7 @@ from taso_py.search.backtracking import Settings
 
 @click.command("compile")
 @model_argument
-@click.option("--target", type=click.Choice(["cpu", "cuda", "accel"]), default="cpu", show_default=True,
+@click.option("--target", "target_name", type=click.Choice(list(TARGETS)), default=CPU.name, show_default=True,
               help="What to generate code for.")
 @click.option("-o", "--output", "out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Directory for the compiled model (replaced if it holds an earlier compile).")
@@ -45,7 +46,7 @@ from taso_py.search.backtracking import Settings
               help="Tuning records to read and extend (default: ~/.cache/taso-py/tuning.jsonl).")
 @input_shape_option
 @json_option
-def compile_command(model: Path, target: str, out: Path, no_optimize: bool, library_path: Path | None, cost: str,
+def compile_command(model: Path, target_name: str, out: Path, no_optimize: bool, library_path: Path | None, cost: str,
                     speed_runs: int, trials: int, records: Path | None, input_shapes: tuple[str, ...],
                     as_json: bool) -> None:
     """Compile MODEL into DIR: fused kernels in C, one shared library, a manifest and the weights.
@@ -56,10 +57,11 @@ def compile_command(model: Path, target: str, out: Path, no_optimize: bool, libr
     from taso_py.codegen.graph.module import check_destination, publish
     from taso_py.codegen.graph.tuning import config_source
 
+    target = Target.parse(target_name)
     if Path(model).resolve() == Path(out).resolve():
         raise click.UsageError("the output directory cannot be the model file")
-    if trials and target != "cpu":
-        raise click.UsageError(f"--tune measures kernels on this CPU; it does not apply to --target {target}")
+    if trials and not target.native:
+        raise click.UsageError(f"--tune measures kernels on this CPU; it does not apply to --target {target.name}")
     check_destination(Path(out))
     started = time.perf_counter()
     imported = load(model, input_shapes)
@@ -68,7 +70,7 @@ def compile_command(model: Path, target: str, out: Path, no_optimize: bool, libr
     rewrites, predicted = 0, 1.0
     if not no_optimize:
         library = load_library(library_path)
-        if cost == "kernels" and target == "cpu":
+        if cost == "kernels" and target.native:
             from taso_py.codegen.cost import KernelCost
             model_cost = KernelCost()
         else:
@@ -76,8 +78,8 @@ def compile_command(model: Path, target: str, out: Path, no_optimize: bool, libr
         result = optimize(imported, library, model_cost, Settings(1.05, 1000, 30.0, 0))
         graph_model, rewrites = result.model, len(result.outcome.applied)
         predicted = result.outcome.original_cost / result.outcome.cost if result.outcome.cost else 1.0
-    config_for = config_source(records, trials, progress=not as_json) if target == "cpu" else None
-    race = rewrites > 0 and target == "cpu" and speed_runs > 0
+    config_for = config_source(records, trials, progress=not as_json) if target.native else None
+    race = rewrites > 0 and target.native and speed_runs > 0
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{Path(out).name}.", dir=Path(out).parent))
     speed = None
@@ -109,7 +111,7 @@ def compile_command(model: Path, target: str, out: Path, no_optimize: bool, libr
     if kept == "original":
         rewrites = 0
     seconds = time.perf_counter() - started
-    doc = {"model": str(model), "output": str(out), "target": target, "optimized": not no_optimize,
+    doc = {"model": str(model), "output": str(out), "target": target.name, "optimized": not no_optimize,
            "rewrites": rewrites, "groups": report.groups, "kernels": report.kernels,
            "unique_kernels": report.unique_kernels, "arena_bytes": report.arena_bytes,
            "intermediate_bytes_unshared": report.unshared_bytes, "weight_bytes": report.weight_bytes,
@@ -125,7 +127,7 @@ def compile_command(model: Path, target: str, out: Path, no_optimize: bool, libr
     if speed is not None:
         opt = (f"the superoptimized graph runs {speed['speedup']:.3f}x the imported one's speed here (predicted "
                f"{predicted:.3f}x), so the {kept} graph is compiled: {rewrites} rewrites, ")
-    if target == "accel":
+    if target.offload is not None:
         opt += f"{report.accel_layers} layers on the accelerator (int8), "
     console.print(f"{opt}{report.groups} fused groups → {report.kernels} kernels ({report.unique_kernels} distinct); "
                   f"intermediates in a {report.arena_bytes / 2**20:.1f} MiB arena "
@@ -157,20 +159,18 @@ def _save_checked(original: Path, graph_model: OnnxModel, path: Path, check: boo
     save_model(graph_model, path, before_publish=verify if check else None)
 
 
-def _check_module(original: Path, directory: Path, target: str) -> dict:
+def _check_module(original: Path, directory: Path, target: Target) -> dict:
     """Run the compiled module and the original model in ONNX Runtime on the same seeded input
-    sets, judged by the one criterion (`runtime.compare_output_sets`); a difference is a
-    CheckFailed (exit 1) and the directory is not published."""
-    from taso_py.codegen.backends.cuda import device_count
-    from taso_py.codegen.graph.accel import ACCEL_RTOL
+    sets, judged by the one criterion (`runtime.compare_output_sets`) at the target's tolerance;
+    a difference is a CheckFailed (exit 1) and the directory is not published."""
     from taso_py.codegen.runtime import CompiledModel, random_inputs
 
-    if target == "cuda" and device_count() == 0:
-        return {"skipped": "no CUDA device on this machine to run the module on"}
+    reason = target.unavailable()
+    if reason is not None:
+        return {"skipped": reason}
     compiled = CompiledModel(directory)
     sets = [random_inputs(compiled, seed) for seed in range(CHECK_SEEDS)]
-    tolerance = ACCEL_RTOL if target == "accel" else DEFAULT_RTOL
-    result = compare_output_sets(ort_run_sets(original, sets), [compiled.run(feeds) for feeds in sets], tolerance)
+    result = compare_output_sets(ort_run_sets(original, sets), [compiled.run(feeds) for feeds in sets], target.rtol)
     if not result.ok:
         raise CheckFailed(f"the compiled module differs from {Path(original).name} on {result.describe()}; "
                           "nothing written")
@@ -193,11 +193,10 @@ def run_command(directory: Path, check: bool, repeat: int, profile: bool, seed: 
 
     Example: taso run model.cpu --check --repeat 20
     """
-    from taso_py.codegen.graph.accel import ACCEL_RTOL
     from taso_py.codegen.runtime import CompiledModel, random_inputs
 
     compiled = CompiledModel(directory)
-    quantized = compiled.manifest.get("target") == "accel"
+    quantized = compiled.target.offload is not None
     feeds = random_inputs(compiled, seed)
     outputs = compiled.run(feeds)
     doc: dict = {"directory": str(directory), "outputs": {k: list(v.shape) for k, v in outputs.items()}}
@@ -207,7 +206,7 @@ def run_command(directory: Path, check: bool, repeat: int, profile: bool, seed: 
         if not reference.is_file():
             raise CheckFailed(f"{directory} has no model.onnx to check against")
         # the one criterion (runtime.compare_outputs), on this run's inputs; int8 layers get a wider rtol
-        tolerance = rtol if rtol is not None else ACCEL_RTOL if quantized else DEFAULT_RTOL
+        tolerance = rtol if rtol is not None else compiled.target.rtol
         comparison = compare_outputs(ort_run(reference, feeds), outputs, tolerance)
         doc["check"] = {**comparison.to_json(), "int8_layers": quantized}
     if compiled.stats:

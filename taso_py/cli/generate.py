@@ -14,12 +14,12 @@ from taso_py.cli.common import emit_json, json_option
 from taso_py.errors import InputError
 from taso_py.generator.executor import make_executor
 from taso_py.generator.pipeline import Checkpoint, Settings, generate
-from taso_py.generator.world import GEN_OPS
+from taso_py.generator.world import GEN_OPS, TASO_OPS
 
 
 def _ops(value: str | None) -> tuple[str, ...]:
     if not value:
-        return tuple(GEN_OPS)
+        return TASO_OPS
     chosen = tuple(v.strip() for v in value.split(",") if v.strip())
     unknown = [o for o in chosen if o not in GEN_OPS]
     if unknown:

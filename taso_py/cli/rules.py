@@ -16,6 +16,7 @@ from taso_py.cli.common import emit_json, json_option
 from taso_py.generator.executor import LocalExecutor
 from taso_py.generator.pipeline import task_prove
 from taso_py.library.draw import render_png, to_dot
+from taso_py.library.proof import Status
 from taso_py.library.stats import stats
 from taso_py.library.store import Library, load
 
@@ -39,13 +40,13 @@ def list_rules(library_path: Path | None, op_name: str | None, as_json: bool) ->
     if as_json:
         emit_json({"library": str(library_path or "default"), "count": len(entries),
                    "rules": [{"id": e.id, "text": e.text, "size": e.size, "outputs": len(e.rule.src),
-                              "status": e.proof.get("status"), "ops": e.ops} for e in entries]})
+                              "status": e.proof.status.value, "ops": e.ops} for e in entries]})
         return
     table = Table(title=f"{len(entries)} rules", title_justify="left")
     for column in ("id", "size", "out", "status", "rule"):
         table.add_column(column, overflow="fold")
     for e in entries:
-        table.add_row(e.id, str(e.size), str(len(e.rule.src)), e.proof.get("status", "?"), escape(e.text))
+        table.add_row(e.id, str(e.size), str(len(e.rule.src)), e.proof.status.value, escape(e.text))
     Console(soft_wrap=False).print(table)
 
 
@@ -67,9 +68,10 @@ def show(rule_id: str, library_path: Path | None, fmt: str, png: Path | None) ->
         proof = entry.proof
         click.echo(f"{entry.id}  ({entry.provenance}, {len(entry.rule.src)} output(s), {entry.size} operators)")
         click.echo(f"  {entry.text}")
-        click.echo(f"  proof: {proof.get('status')} by {proof.get('method', '?')} in {proof.get('seconds', 0):.3f} s")
-        click.echo(f"  axioms: {', '.join(proof.get('axioms', [])) or 'none'}")
-        pre = ", ".join(proof.get("preconditions", [])) or "both sides defined, with equal shapes"
+        how, seconds = proof.detail.get("method", "?"), proof.detail.get("seconds", 0)
+        click.echo(f"  proof: {proof.status} by {how} in {seconds:.3f} s")
+        click.echo(f"  axioms: {', '.join(proof.axioms) or 'none'}")
+        pre = ", ".join(proof.preconditions) or "both sides defined, with equal shapes"
         click.echo(f"  preconditions: {pre}")
     if png is not None:
         click.echo(f"wrote {png}", err=True)
@@ -127,9 +129,10 @@ def verify(library_path: Path | None, timeout: float, workers: int | None, as_js
                 bar.advance(task, len(found))
     finally:
         executor.close()
-    failed = [e for e in entries if results[e.id]["status"] != "PROVED"]
+    status = {k: Status(r["status"]) for k, r in results.items()}
+    failed = [e for e in entries if status[e.id] is not Status.PROVED]
     seconds = sorted(r["seconds"] for r in results.values())
-    vacuous = [e for e in failed if results[e.id]["status"] == "VACUOUS"]
+    vacuous = [e for e in failed if status[e.id] is Status.VACUOUS]
     if as_json:
         emit_json({"rules": len(entries), "proved": len(entries) - len(failed), "vacuous": len(vacuous),
                    "failed": [{"id": e.id, "text": e.text, **results[e.id]} for e in failed],

@@ -18,6 +18,7 @@ from rich.table import Table
 from taso_py import ops
 from taso_py.cli.common import emit_json, json_option
 from taso_py.library import format_rule, parse_rule
+from taso_py.library.proof import Status
 
 if TYPE_CHECKING:
     from taso_py.verifier.results import Vacuous
@@ -45,12 +46,12 @@ def verify_rule(rule: str, timeout: float, seed: int, as_json: bool) -> None:
     else:
         out = Console(highlight=False, soft_wrap=True, markup=False)
         out.print(f"[bold]{result.status}[/]  {escape(format_rule(parsed))}  ({result.seconds:.2f} s)", markup=True)
-        if result.status == "PROVED":
+        if result.status is Status.PROVED:
             out.print(f"  axioms used: {result.explanation()}")
             out.print(f"  preconditions: {', '.join(result.preconditions) or 'none beyond both sides being defined'}")
-        elif result.status == "VACUOUS":
+        elif result.status is Status.VACUOUS:
             _print_vacuous(out, result)
-        elif result.status == "REFUTED":
+        elif result.status is Status.REFUTED:
             cx = result.counterexample
             out.print(f"  counterexample: {cx.summary()}")
             for name, value in cx.inputs.items():
@@ -58,7 +59,7 @@ def verify_rule(rule: str, timeout: float, seed: int, as_json: bool) -> None:
             out.print(f"  left  = {cx.src.tolist()}\n  right = {cx.dst.tolist()}")
         else:
             out.print(f"  reason: {result.reason}")
-    sys.exit(0 if result.status == "PROVED" else 1)
+    sys.exit(0 if result.status is Status.PROVED else 1)
 
 
 def _print_vacuous(out: Console, result: Vacuous) -> None:

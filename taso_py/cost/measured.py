@@ -26,11 +26,12 @@ import numpy as np
 import onnx
 
 from taso_py.atomic import write_json
+from taso_py.cache import cache_root
 from taso_py.cost.analytical import Roofline
 from taso_py.cost.model import OpCall
 from taso_py.graph.ir import Graph
 from taso_py.onnx_io import OnnxModel, OnnxOrigin, to_onnx
-from taso_py.runtime import session
+from taso_py.ort import session
 from taso_py.types import DType, TensorType
 
 WARMUP = 2
@@ -38,13 +39,6 @@ MIN_RUNS = 5  # slow operators: five runs are enough for a median, and keep larg
 MIN_SECONDS = 0.05  # fast operators: as many runs as fit
 HUGE = 1 << 27  # elements: a tensor this large (512 MiB of floats) is priced by the roofline instead
 FLOOR_MS = 1e-4
-
-
-def cache_dir() -> Path:
-    """$TASO_CACHE_DIR, else taso-py in the user's cache folder."""
-    if os.environ.get("TASO_CACHE_DIR"):
-        return Path(os.environ["TASO_CACHE_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "taso-py"
 
 
 def machine_key(threads: int) -> str:
@@ -72,7 +66,7 @@ class Measured:
     def __init__(self, threads: int = 0, opset: int | None = None, path: Path | None = None) -> None:
         self.threads = threads or os.cpu_count() or 1
         self.opset = opset
-        self.path = path or cache_dir() / f"costs-{machine_key(self.threads)}-opset{opset or 'default'}.json"
+        self.path = path or cache_root() / f"costs-{machine_key(self.threads)}-opset{opset or 'default'}.json"
         self.times: dict[str, float] = {}
         self.measured = 0  # applications timed in this process (the rest came from the cache)
         self.seconds = 0.0  # time spent measuring

@@ -21,7 +21,8 @@ from taso_py.generator import implied
 from taso_py.generator.enumerate import Graph, enumerate_shard, shard_count, trivial_graphs
 from taso_py.generator.executor import Executor
 from taso_py.generator.generalize import attempts, generalize
-from taso_py.generator.world import GEN_OPS, WORLDS, World
+from taso_py.generator.world import TASO_OPS, WORLDS, World
+from taso_py.library.proof import ProofRecord, Status
 from taso_py.library.store import Entry, Library
 from taso_py.library.syntax import format_rule, parse_rule
 from taso_py.library.terms import Rule
@@ -33,7 +34,7 @@ Progress = Callable[[str, int], Callable[[int], None]]  # (stage, total) -> adva
 @dataclass
 class Settings:
     max_ops: int = 3
-    ops: tuple[str, ...] = tuple(GEN_OPS)
+    ops: tuple[str, ...] = TASO_OPS
     seed: int = 0
     timeout: float = 10.0  # per proof
 
@@ -102,7 +103,7 @@ def _most_general(rule: Rule, timeout: float, seed: int) -> tuple[str, dict[str,
     proved: list[tuple[list, Any]] = []
     for k, chosen in enumerate(tries):
         result = prove(generalize(rule, chosen), timeout, seed=seed)
-        if result.status == "PROVED":
+        if result.status is Status.PROVED:
             if k == 0:
                 return format_rule(generalize(rule, chosen)), result.to_json()
             proved.append((chosen, result))
@@ -111,7 +112,7 @@ def _most_general(rule: Rule, timeout: float, seed: int) -> tuple[str, dict[str,
     if len(proved) > 1:
         union = [s for chosen, _ in proved for s in chosen]
         result = prove(generalize(rule, union), timeout, seed=seed)
-        if result.status == "PROVED":
+        if result.status is Status.PROVED:
             return format_rule(generalize(rule, union)), result.to_json()
     chosen, result = max(proved, key=lambda p: len(p[0]))
     return format_rule(generalize(rule, chosen)), result.to_json()
@@ -223,9 +224,8 @@ def generate(settings: Settings, executor: Executor, checkpoint: Checkpoint, pro
         wave = [k for k in wave if k not in implied_now]
         _prove(executor, checkpoint, settings, wave, kept, rules, statuses, advance)
     report.counts["implied-before-proof"] = len(skipped)
-    for status in ("REFUTED", "VACUOUS", "UNKNOWN"):  # only PROVED rules are ever kept
-        report.counts[status.lower()] = sum(v == status for v in statuses.values())
-    report.counts["proved"] = sum(v == "PROVED" for v in statuses.values())
+    for status in Status:  # only PROVED rules are ever kept
+        report.counts[status.value.lower()] = sum(Status(v) is status for v in statuses.values())
     stage("parametric", t, len(rules))
 
     # 5. rules implied by smaller (or equally small, more general) ones
@@ -251,7 +251,8 @@ def generate(settings: Settings, executor: Executor, checkpoint: Checkpoint, pro
     report.counts["restored"] = len(restored) + len(added)
     stage("final", t, len(final))
 
-    entries = [Entry(parse_rule(k), rules[k][0], "generated", _info(rules[k][1])) for k in final]
+    entries = [Entry(parse_rule(k), ProofRecord.from_json(rules[k][0]), "generated", _info(rules[k][1]))
+               for k in final]
     generator = {"version": __version__, "max_ops": settings.max_ops, "ops": list(settings.ops),
                  "seed": settings.seed, "proof_timeout": settings.timeout,
                  "worlds": [_world_json(w) for w in worlds],
@@ -292,7 +293,7 @@ def _prove(executor: Executor, checkpoint: Checkpoint, settings: Settings, texts
     """Prove `texts`, generalize the proved ones and add them to `rules` (their most general form)."""
     proofs = _checkpointed(executor, checkpoint, "prove", task_prove, texts, settings, advance)
     statuses.update({k: p["status"] for k, p in proofs.items()})
-    proved = [k for k in texts if proofs[k]["status"] == "PROVED"]
+    proved = [k for k in texts if Status(proofs[k]["status"]) is Status.PROVED]
     general = _checkpointed(executor, checkpoint, "generalize", task_generalize, proved, settings, lambda _n: None)
     for k in proved:
         world, shapes, size = kept[k]

@@ -18,7 +18,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from taso_py import ops
 from taso_py.generator.concolic import CDim, Lin
+from taso_py.ops.schema import NoAttrs, OpDef
 
 AttrChoice = dict[str, Any]
 
@@ -164,25 +166,47 @@ def _channel_constant(args: Sequence[ArgView], world: World) -> Iterator[AttrCho
         yield {"channels": c, "kernel": (3, 3)}
 
 
-GEN_OPS: dict[str, GenOp] = {op.name: op for op in (
-    GenOp("matmul", 2, _plain),
-    GenOp("add", 2, _plain, commutative=True),
-    GenOp("mul", 2, _plain, commutative=True),
-    GenOp("relu", 1, _plain),
-    GenOp("scalar_mul", 1, _scalar),
-    GenOp("transpose", 1, _transpose),
-    GenOp("concat", 2, _concat),
-    GenOp("split", 1, _split),
-    GenOp("conv2d", 2, _conv, needs=("data", "weight", "weight"), optional=1),
-    GenOp("maxpool2d", 1, _pool, needs=("data",)),
-    GenOp("avgpool2d", 1, _avgpool, needs=("data",)),
-    GenOp("enlarge", 1, _enlarge, needs=("weight",)),
-    GenOp("const_imm", 0, _const_imm),
-    GenOp("const_iconv", 0, _channel_constant),
-    GenOp("const_pool", 0, _channel_constant),
-)}
+@dataclass(frozen=True)
+class Choices:
+    """What the enumerator needs of an operator beyond its table entry: its attribute choices, and
+    per argument whether it must be "data" or "weight" (a weights-only entry's are all weights)."""
 
-TASO_OPS = tuple(GEN_OPS)
+    choices: Callable[[Sequence[ArgView], World], Iterator[AttrChoice]]
+    needs: tuple[str | None, ...] = ()
+
+
+# The operators with attributes, next to their choices; an operator without attributes needs no entry.
+CHOICES: dict[str, Choices] = {
+    "scalar_mul": Choices(_scalar),
+    "transpose": Choices(_transpose),
+    "concat": Choices(_concat),
+    "split": Choices(_split),
+    "conv2d": Choices(_conv, needs=("data", "weight", "weight")),
+    "maxpool2d": Choices(_pool, needs=("data",)),
+    "avgpool2d": Choices(_avgpool, needs=("data",)),
+    "enlarge": Choices(_enlarge),
+    "const_imm": Choices(_const_imm),
+    "const_iconv": Choices(_channel_constant),
+    "const_pool": Choices(_channel_constant),
+}
+
+
+def gen_op(op: OpDef) -> GenOp | None:
+    """`op` as the enumerator uses it: arity and commutativity from the table (a variadic operator
+    takes two arguments), choices from CHOICES; None where it has attributes but no choices."""
+    spec = CHOICES.get(op.name) or (Choices(_plain) if op.attrs is NoAttrs else None)
+    if spec is None or not op.algebra or not op.verifiable:
+        return None
+    arity = len(op.inputs) - op.optional + (1 if op.variadic else 0)
+    needs = ("weight",) * arity if op.weights_only else spec.needs
+    return GenOp(op.name, arity, spec.choices, commutative=op.commutative, needs=needs, optional=op.optional)
+
+
+GEN_OPS: dict[str, GenOp] = {g.name: g for g in map(gen_op, ops.OPS.values()) if g is not None}
+
+# TASO's operator set, the default of `taso generate-rules`
+TASO_OPS = ("matmul", "add", "mul", "relu", "scalar_mul", "transpose", "concat", "split", "conv2d", "maxpool2d",
+            "avgpool2d", "enlarge", "const_imm", "const_iconv", "const_pool")
 
 # The default worlds. Dims are small (fast fingerprints) but distinct where roles differ.
 # The two wide worlds have every operator up to three; beyond, only the operators of the merges

@@ -11,8 +11,8 @@ from taso_py.library.store import Library
 def stats(library: Library) -> dict[str, Any]:
     per_op: Counter[str] = Counter(op for e in library for op in e.ops)
     per_size: Counter[int] = Counter(e.size for e in library)
-    per_status: Counter[str] = Counter(e.proof.get("status", "?") for e in library)
-    axioms: Counter[str] = Counter(a for e in library for a in e.proof.get("axioms", ()))
+    per_status: Counter[str] = Counter(e.proof.status.value for e in library)
+    axioms: Counter[str] = Counter(a for e in library for a in e.proof.axioms)
     gen = library.generator
     return {
         "rules": len(library),

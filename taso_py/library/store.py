@@ -23,6 +23,7 @@ from typing import Any
 from taso_py.atomic import write_json
 from taso_py.errors import InputError
 from taso_py.library.graphs import to_graph
+from taso_py.library.proof import ProofRecord
 from taso_py.library.syntax import format_cond, format_rule, parse_rule
 from taso_py.library.terms import Apply, Rule, walk
 
@@ -44,7 +45,7 @@ class Entry:
     """One rule of the library with its proof record and provenance."""
 
     rule: Rule
-    proof: dict[str, Any]
+    proof: ProofRecord
     provenance: str = "generated"  # or "hand-written"
     info: dict[str, Any] = field(default_factory=dict)  # world, size, parametric, ...
 
@@ -69,7 +70,7 @@ class Entry:
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "text": self.text, "src": to_graph(self.rule.src), "dst": to_graph(self.rule.dst),
                 "where": [format_cond(c) for c in self.rule.where], "outputs": len(self.rule.src),
-                "proof": self.proof, "provenance": self.provenance, **self.info}
+                "proof": self.proof.to_json(), "provenance": self.provenance, **self.info}
 
 
 @dataclass
@@ -138,9 +139,10 @@ def _entry(raw: Any, index: int, where: str) -> Entry:
         rule = parse_rule(raw["text"])
     except InputError as e:
         raise LibraryError(f"{where}: rule {name}: {e}") from None
-    proof = raw.get("proof")
-    if not isinstance(proof, dict) or "status" not in proof:
-        raise LibraryError(f"{where}: rule {name}: no proof record")
+    try:
+        proof = ProofRecord.from_json(raw.get("proof"))
+    except ValueError as e:
+        raise LibraryError(f"{where}: rule {name}: {e}") from None
     entry = Entry(rule, proof, str(raw.get("provenance", "generated")),
                   {k: v for k, v in raw.items() if k not in _OWN_KEYS})
     if raw.get("id") != entry.id:

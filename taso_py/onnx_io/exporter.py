@@ -17,11 +17,10 @@ import onnx
 from google.protobuf.message import EncodeError
 from onnx import helper, numpy_helper
 
-from taso_py.errors import InputError
+from taso_py.errors import InputError, first_line
 from taso_py.graph import Graph, Ref
 from taso_py.onnx_io.model import OnnxModel, OnnxOrigin
 from taso_py.onnx_io.names import NameSource
-from taso_py.onnx_io.reader import first_line
 from taso_py.ops.onnx_map import ExportNode
 
 EXTERNAL_DATA_BYTES = 1 << 30  # past this, weights go to a side file (protobuf's limit is 2 GB)

@@ -7,7 +7,8 @@ Nodes are taken in dependency order (whatever order the file lists them in). A n
 - passed through, for Identity and inference-time Dropout;
 - translated by the op table's ONNX mapping, when its op type is in the algebra;
 - otherwise kept opaque: byte for byte, exported back unchanged.
-Algebra nodes left with only weights as inputs (Gemm's transposed B, say) are folded last.
+Algebra nodes left with only weights as inputs (Gemm's transposed B, say) are folded last, and an
+operator's definition written out (x * Sigmoid(x) for silu, see `OpDef.defined_as`) becomes that operator.
 """
 
 from __future__ import annotations
@@ -23,13 +24,15 @@ import onnx
 from onnx import helper, numpy_helper
 
 from taso_py import ops
-from taso_py.errors import InputError, TasoError, Unsupported
+from taso_py.errors import InputError, TasoError, Unsupported, first_line
 from taso_py.graph import Graph, Ref, fold_constants, validate
+from taso_py.match.definitions import collapse_definitions
 from taso_py.onnx_io.model import OnnxModel, OnnxOrigin
 from taso_py.onnx_io.names import avoid_names, model_names
-from taso_py.onnx_io.reader import Prepared, default_opset, first_line, prepare, read_initializer
+from taso_py.onnx_io.reader import Prepared, default_opset, prepare, read_initializer
 from taso_py.onnx_io.scopes import node_label, outer_names, subgraphs
-from taso_py.ops.structural import OpaqueAttrs, run_onnx_node
+from taso_py.ops.structural import OpaqueAttrs, single_node_model
+from taso_py.ort import run_anywhere
 from taso_py.types import DType, TensorType
 
 log = logging.getLogger("taso_py.onnx_io")
@@ -122,6 +125,7 @@ class _Translator:
         outputs = [o.name for o in self.model.graph.output]
         self.graph.set_outputs([self._ref(name) for name in outputs], outputs)
         fold_constants(self.graph)
+        collapse_definitions(self.graph)
         self.graph.remove_unused()
         if opaque:
             log.warning("kept %d node(s) outside the algebra as opaque: %s", sum(opaque.values()),
@@ -184,7 +188,8 @@ class _Translator:
         if node.op_type not in ("Constant",) and sum(self.consts[n].nbytes for n in names) > FOLD_LIMIT:
             return False
         try:
-            values = run_onnx_node(node, {n: self.consts[n] for n in names}, self.opsets)
+            feeds = {n: self.consts[n] for n in names}
+            values = run_anywhere(single_node_model(node, feeds, self.opsets), feeds)
         except Exception as e:
             log.debug("could not fold %s: %s", node_label(node), first_line(e))
             return False

@@ -19,17 +19,12 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import helper, numpy_helper, shape_inference, version_converter
 
-from taso_py.errors import InputError
+from taso_py.errors import InputError, first_line
 from taso_py.onnx_io.scopes import node_label, outer_names
 
 log = logging.getLogger("taso_py.onnx_io")
 
 MIN_OPSET = 7
-
-
-def first_line(error: BaseException) -> str:
-    text = str(error).strip() or type(error).__name__
-    return text.splitlines()[0][:300]
 
 
 def parse_input_shapes(specs: Sequence[str]) -> dict[str, tuple[int, ...]]:

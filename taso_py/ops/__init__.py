@@ -17,7 +17,10 @@ OPS: dict[str, OpDef] = {
 }
 
 AXIOMS: dict[str, Axiom] = {
-    axiom.name: axiom for family in (elementwise, linalg, conv, layout, norm) for axiom in family.AXIOMS
+    **{axiom.name: axiom for family in (elementwise, linalg, conv, layout, norm) for axiom in family.AXIOMS},
+    # an entry's definition by other operators is an axiom too
+    **{f"{op.name}-def": Axiom(f"{op.name}-def", f"{op.name}({', '.join(op.inputs)}) == {op.defined_as}",
+                               f"the definition of {op.name}") for op in OPS.values() if op.defined_as},
 }
 
 

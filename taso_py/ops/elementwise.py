@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -33,16 +35,20 @@ def _float_type(in_types: Sequence[TensorType], attrs: object) -> tuple[TensorTy
     return _same_type(in_types, attrs)
 
 
-def unary(name: str, ref: Callable[[np.ndarray], np.ndarray], onnx: str, scalar: Callable[[ScalarDomain, object],
-          object], *, float_only: bool = True, doc: str = "") -> OpDef:
+def unary(name: str, ref: Callable[[np.ndarray], np.ndarray], onnx: str | OnnxMapping,
+          scalar: Callable[[ScalarDomain, object], object], *, float_only: bool = True, activation: bool = False,
+          defined_as: str | None = None, doc: str = "") -> OpDef:
     """An element-wise activation: one entry per op, the family shares everything else.
 
-    `scalar(D, v)` is the activation on one element of a scalar domain."""
+    `scalar(D, v)` is the activation on one element of a scalar domain; `onnx` is the ONNX op type it
+    maps to one to one, or its mapping; `activation` lets a convolution fuse it (see OpDef)."""
+    mapping = onnx if isinstance(onnx, OnnxMapping) else OnnxMapping({onnx: direct_import(name)}, direct_export(onnx))
     return OpDef(
         name, ("x",), shape=_float_type if float_only else _same_type,
         ref=lambda xs, _a: (np.asarray(ref(xs[0])).astype(xs[0].dtype, copy=False),),
-        fusion=Fusion.INJECTIVE, onnx=OnnxMapping({onnx: direct_import(name)}, direct_export(onnx)),
-        sym_shape=same_shape, sym_value=lambda xs, _a, D: (elementwise(lambda v: scalar(D, v), xs[0]),), doc=doc,
+        fusion=Fusion.INJECTIVE, onnx=mapping, sym_shape=same_shape,
+        sym_value=lambda xs, _a, D: (elementwise(lambda v: scalar(D, v), xs[0]),), activation=activation,
+        defined_as=defined_as, doc=doc,
     )
 
 
@@ -142,6 +148,44 @@ def _export_gelu(ctx: ExportContext, node: ExportNode) -> None:
     ctx.emit("Mul", [half_x, ctx.emit("Add", [t, c(1.0)])[0]], node.outputs)
 
 
+def _import_swish(ctx: ImportContext) -> tuple:
+    """Swish (opset 24) is x * sigmoid(alpha * x): silu where alpha is 1."""
+    alpha = float(ctx.attr("alpha", 1.0))
+    if alpha == 1.0:
+        return ctx.add("silu", [ctx.input(0)])
+    (gate,) = ctx.add("sigmoid", [ctx.add("scalar_mul", [ctx.input(0)], scale=alpha)[0]])
+    return ctx.add("mul", [ctx.input(0), gate])
+
+
+def _export_silu(ctx: ExportContext, node: ExportNode) -> None:
+    """Swish from opset 24; older opsets get its definition x * Sigmoid(x)."""
+    if ctx.opset >= 24:
+        ctx.emit("Swish", node.inputs, node.outputs)
+        return
+    (gate,) = ctx.emit("Sigmoid", node.inputs)
+    ctx.emit("Mul", [node.inputs[0], gate], node.outputs)
+
+
+def _hardswish(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    return x * np.clip(x / 6.0 + 0.5, 0.0, 1.0)
+
+
+def _hardswish_scalar(D: ScalarDomain, v: Any) -> Any:
+    """The clamp to [0, 1] of t = v/6 + 1/2 is relu(t) - relu(t - 1): exact where relu is (Z3)."""
+    t = v * D.const(Fraction(1, 6)) + D.const(0.5)
+    return v * (D.relu(t) - D.relu(t - D.const(1)))
+
+
+def _export_hardswish(ctx: ExportContext, node: ExportNode) -> None:
+    """HardSwish from opset 14; older opsets get x * HardSigmoid(x) with alpha 1/6 (its ONNX definition)."""
+    if ctx.opset >= 14:
+        ctx.emit("HardSwish", node.inputs, node.outputs)
+        return
+    (gate,) = ctx.emit("HardSigmoid", node.inputs, alpha=1.0 / 6.0, beta=0.5)
+    ctx.emit("Mul", [node.inputs[0], gate], node.outputs)
+
+
 @dataclass(frozen=True)
 class ScalarAttrs:
     scale: float
@@ -174,11 +218,12 @@ def _export_scalar_mul(ctx: ExportContext, node: ExportNode) -> None:
     ctx.emit("Mul", [node.inputs[0], scale], node.outputs)
 
 
+_sigmoid_scalar = transcendental("sigmoid", lambda v: 0.5 * (1.0 + math.tanh(0.5 * v)))
+
 relu = unary("relu", lambda x: np.maximum(x, 0), "Relu", lambda D, v: D.relu(v), float_only=False,
-             doc="max(x, 0)")
-sigmoid = unary("sigmoid", _sigmoid, "Sigmoid",
-                transcendental("sigmoid", lambda v: 0.5 * (1.0 + math.tanh(0.5 * v))), doc="1 / (1 + exp(-x))")
-tanh = unary("tanh", np.tanh, "Tanh", transcendental("tanh", math.tanh), doc="hyperbolic tangent")
+             activation=True, doc="max(x, 0)")
+sigmoid = unary("sigmoid", _sigmoid, "Sigmoid", _sigmoid_scalar, activation=True, doc="1 / (1 + exp(-x))")
+tanh = unary("tanh", np.tanh, "Tanh", transcendental("tanh", math.tanh), activation=True, doc="hyperbolic tangent")
 erf = unary("erf", lambda x: _erf(x.astype(np.float64)), "Erf", transcendental("erf", math.erf),
             doc="the error function (GELU's erf form)")
 gelu = OpDef(
@@ -190,6 +235,11 @@ gelu = OpDef(
         lambda v: D.apply(f"gelu_{a.approximate}", lambda f: _gelu_scalar(f, a.approximate), v), xs[0]),),
     doc="x * Phi(x); approximate='tanh' uses the tanh formula",
 )
+silu = unary("silu", lambda x: x * _sigmoid(x), OnnxMapping({"Swish": _import_swish}, _export_silu),
+             lambda D, v: v * _sigmoid_scalar(D, v), activation=True, defined_as="mul(x, sigmoid(x))",
+             doc="x * sigmoid(x), SiLU (ONNX: Swish with alpha 1, or Sigmoid and Mul)")
+hardswish = unary("hardswish", _hardswish, OnnxMapping({"HardSwish": direct_import("hardswish")}, _export_hardswish),
+                  _hardswish_scalar, activation=True, doc="x * max(0, min(1, x / 6 + 1/2)) (ONNX: HardSwish)")
 add = binary("add", np.add, "Add", lambda D, a, b: a + b, commutative=True, imports={"Sum": _import_sum},
              doc="a + b, broadcasting")
 mul = binary("mul", np.multiply, "Mul", lambda D, a, b: a * b, commutative=True, imports={"Mul": _import_mul},
@@ -204,10 +254,10 @@ scalar_mul = OpDef(
     doc="x * scale for a constant scalar (ONNX: Mul by a one-element constant)",
 )
 
-OPS = (relu, sigmoid, tanh, erf, gelu, add, mul, sub, div, scalar_mul)
+OPS = (relu, sigmoid, tanh, erf, gelu, add, mul, sub, div, scalar_mul, silu, hardswish)
 
-# Fused activations (conv2d's `act`) reuse the activations' reference semantics.
-ACTIVATIONS: dict[str, OpDef] = {op.name: op for op in (relu, sigmoid, tanh)}
+# Fused activations (conv2d's `act`): the entries marked `activation`, whose semantics the fusion reuses.
+ACTIVATIONS: dict[str, OpDef] = {op.name: op for op in OPS if op.activation}
 
 AXIOMS = (
     Axiom("add-comm", "add(a, b) == add(b, a)"),

@@ -64,7 +64,16 @@ class OpDef:
     # pads kernels; on a fed kernel it would be a Pad before a Conv's weight, which ORT's PadFusion breaks)
     weights_only: bool = False
     flops: FlopsFn | None = None  # arithmetic of one application; None: one per output element
+    # an element-wise unary op a convolution may apply to its result (conv2d's `act` names it)
+    activation: bool = False
+    # its definition by other operators, as a term over its inputs (silu: "mul(x, sigmoid(x))"): the axiom
+    # `<name>-def` states it, and import makes each occurrence of the term (x * Sigmoid(x)) into this operator
+    defined_as: str | None = None
     doc: str = ""
+
+    def __hash__(self) -> int:
+        """An entry is known by its name (codegen registers computes against entries)."""
+        return hash(self.name)
 
     def make_attrs(self, **values: Any) -> Any:
         """Typed attributes from keyword values; unknown names are an error naming the op."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,6 +17,7 @@ from onnx import helper
 
 from taso_py.errors import InputError
 from taso_py.ops.schema import Fusion, OpDef
+from taso_py.ort import run_anywhere
 from taso_py.types import TensorType
 
 
@@ -71,12 +72,9 @@ class OpaqueAttrs:
         return f"{self.domain}::{self.op_type}" if self.domain not in ("", "ai.onnx") else self.op_type
 
 
-def run_onnx_node(node: onnx.NodeProto, feeds: dict[str, np.ndarray], opsets: Sequence[tuple[str, int]]
-                  ) -> tuple[np.ndarray, ...]:
-    """Run one ONNX node alone: in ONNX Runtime, or in onnx's reference evaluator for an op
-    that ORT cannot load. Either raises its own error types when the node cannot run."""
-    from taso_py.runtime import session  # lazily: runtime imports the graph IR, which imports this table
-
+def single_node_model(node: onnx.NodeProto, feeds: Mapping[str, np.ndarray],
+                      opsets: Sequence[tuple[str, int]]) -> onnx.ModelProto:
+    """A model of `node` alone, its inputs typed from `feeds` (to run it, or fold it at import)."""
     graph = helper.make_graph(
         [node], "single",
         [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for n, v in feeds.items()],
@@ -84,19 +82,13 @@ def run_onnx_node(node: onnx.NodeProto, feeds: dict[str, np.ndarray], opsets: Se
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
     model.ir_version = helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
-    try:
-        single = session(model, threads=1)
-    except InputError:  # ORT cannot load the op
-        from onnx.reference import ReferenceEvaluator
-
-        return tuple(np.asarray(o) for o in ReferenceEvaluator(model).run(None, feeds))
-    return tuple(np.asarray(o) for o in single.run(None, feeds))
+    return model
 
 
 def _opaque_ref(xs: Sequence[np.ndarray], a: OpaqueAttrs) -> tuple[np.ndarray, ...]:
-    names = [n for n in a.inputs if n] + list(a.outer)
+    feeds = dict(zip([n for n in a.inputs if n] + list(a.outer), xs))
     try:
-        return run_onnx_node(a.proto(), dict(zip(names, xs)), a.opsets)
+        return run_anywhere(single_node_model(a.proto(), feeds, a.opsets), feeds)
     except Exception as e:
         raise InputError(f"cannot evaluate opaque {a.label} node: {e}") from None
 

@@ -3,12 +3,11 @@
 What goes through the generic stack and what does not, honestly: the micro-op kernel of
 every GEMM instruction comes from `codegen.te` + `Stage.tensorize(AccelGemmIntrin)` +
 `codegen.lower` (see `intrin.conv_kernel`). The loops *around* a block -- which output tile
-and input-channel chunk each step works on, the DMA loads into the on-chip buffers, the two
-virtual threads and their dependency tokens -- are generated here from a tiled loop nest
-directly, not by lowering `cache_read`/`cache_write` stages: the generic path
-(`lowered.program_from_lowered`) runs packed matmuls and convolutions (padding included)
-but has no ALU epilogue, and this module's tiling search, input reuse across steps and host
-rewrites (im2col, strided 1x1) are what the benchmark's numbers rest on.
+and input-channel chunk each step works on, the DMA loads into the on-chip buffers (zero
+padding included), the ALU epilogue, the two virtual threads and their dependency tokens --
+are generated here from a tiled loop nest directly, not by lowering `cache_read` /
+`cache_write` stages. This is the only path: the tiling search, ragged tiles, input and
+weight reuse across steps and the epilogue are what every offloaded layer needs.
 
 Layout (NCHW with 16-channel tiles, batch 1): input tiles (IC/16, H, W), weight tiles
 (OC/16, IC/16, KH, KW), output tiles (OC/16, OH, OW); accumulator tiles of a block are
@@ -29,6 +28,7 @@ import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from taso_py.codegen.backends.accel.config import AccelConfig
 from taso_py.codegen.backends.accel.intrin import ConvBlock, conv_kernel
 from taso_py.codegen.backends.accel.isa import Alu, Finish, Gemm, Insn, Load, Store

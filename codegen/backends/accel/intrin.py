@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+
 from taso_py.codegen import te
 from taso_py.codegen.backends.accel.config import AccelConfig
 from taso_py.codegen.backends.accel.isa import UopKernel
@@ -89,10 +90,8 @@ def conv_kernel(cfg: AccelConfig, blk: ConvBlock) -> UopKernel:
     return kernel_from_lowered(cfg, lower(sch, [inp, wgt, acc], "uops").body)
 
 
-def kernel_from_lowered(cfg: AccelConfig, body: Stmt, env: dict[Var, int] | None = None) -> UopKernel:
-    """Micro-ops from a lowered nest of `accel.gemm` calls and zero stores into the accumulator;
-    `env` gives the values of enclosing loops that are not part of the nest."""
-    env = env or {}
+def kernel_from_lowered(cfg: AccelConfig, body: Stmt) -> UopKernel:
+    """Micro-ops from a lowered nest of `accel.gemm` calls and zero stores into the accumulator."""
     uops: list[list[np.ndarray]] = [[], [], []]
     resets: list[np.ndarray] = []
     tiles = (cfg.acc_tile_elems, cfg.inp_tile_elems, cfg.wgt_tile_elems)
@@ -111,11 +110,11 @@ def kernel_from_lowered(cfg: AccelConfig, body: Stmt, env: dict[Var, int] | None
             for k, (r, tile, stride) in enumerate(zip(s.regions, tiles, want)):
                 if r.loop_strides != stride:
                     raise CodegenError(f"accel: {r.buffer.name} tile is not contiguous (strides {r.loop_strides})")
-                uops[k].append(_tile_index(evaluate(r.offset, loops, env), tile, r.buffer.name))
+                uops[k].append(_tile_index(evaluate(r.offset, loops), tile, r.buffer.name))
             if s.params.get("reset"):  # the tile holds the whole reduction: the call zeroes it first
                 resets.append(uops[0][-1])
         elif isinstance(s, Store) and isinstance(s.value, Const) and s.value.value == 0:
-            resets.append(evaluate(s.index, loops, env) // cfg.acc_tile_elems)
+            resets.append(evaluate(s.index, loops) // cfg.acc_tile_elems)
         else:
             raise CodegenError(f"accel: cannot map lowered statement {type(s).__name__} onto the GEMM core")
 
@@ -125,17 +124,13 @@ def kernel_from_lowered(cfg: AccelConfig, body: Stmt, env: dict[Var, int] | None
     return UopKernel(acc, inp, wgt, reset)
 
 
-def evaluate(e: Expr, loops: list[tuple[Var, int]], env: dict[Var, int]) -> np.ndarray:
-    """A linear index over every iteration of `loops` (outermost first), flattened; other
-    variables take their values from `env`."""
+def evaluate(e: Expr, loops: list[tuple[Var, int]]) -> np.ndarray:
+    """A linear index over every iteration of `loops` (outermost first), flattened."""
     lin = linear(e)
     shape = tuple(ext for _, ext in loops)
     out = np.full(shape, lin.constant, np.int64)
     pos = {v: k for k, (v, _) in enumerate(loops)}
     for atom, coeff in lin.terms.items():
-        if isinstance(atom, Var) and atom in env and atom not in pos:
-            out += coeff * env[atom]
-            continue
         if not isinstance(atom, Var) or atom not in pos:
             raise CodegenError(f"accel: index {e} is not linear in the enclosing loops")
         k = pos[atom]

@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+
 from taso_py.codegen.backends.accel.codegen import ConvShape, Epilogue, choose_tiling, conv2d_program
 from taso_py.codegen.backends.accel.config import AccelConfig
 from taso_py.codegen.backends.accel.simulator import Simulator, Stats

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from taso_py.codegen.backends.accel.config import AccelConfig
 from taso_py.codegen.backends.accel.isa import ALU_OPS, MODULES, POPS, QUEUES, Alu, Finish, Gemm, Insn, Load, Store
 from taso_py.codegen.errors import CodegenError

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from taso_py.cache import cache_root
 from taso_py.codegen import isa
 from taso_py.codegen.errors import CodegenError
 from taso_py.codegen.lower.ir import Buffer, PrimFunc
@@ -23,9 +25,8 @@ CFLAGS = ("-O3", "-fopenmp-simd", "-pthread", "-D_GNU_SOURCE", "-fPIC", "-shared
 
 
 def cache_dir() -> Path:
-    """Where compiled kernels are kept: $TASO_CACHE, else ~/.cache/taso-py."""
-    root = os.environ.get("TASO_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "taso-py")
-    path = Path(root) / "kernels"
+    """Where compiled kernels are kept: `kernels/` in the one cache directory (`taso_py.cache`)."""
+    path = cache_root() / "kernels"
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+
 from taso_py.codegen.backends.c.pool import POOL_C
 from taso_py.codegen.errors import CodegenError
 from taso_py.codegen.lower.ir import (
@@ -33,7 +34,6 @@ from taso_py.codegen.lower.ir import (
     seq,
     walk_stmts,
 )
-from taso_py.codegen.lower.printer import Names
 from taso_py.codegen.lower.simplify import Ranges, bounds, linear, simplify
 from taso_py.codegen.schedule.schedule import LoopKind
 from taso_py.codegen.te.expr import (
@@ -51,11 +51,13 @@ from taso_py.codegen.te.expr import (
     substitute,
     walk,
 )
+from taso_py.codegen.te.intrinsics import SCALAR_INTRINSICS, ScalarIntrinsic, c_prelude
+from taso_py.codegen.te.names import Names
 
 C_TYPES = {"float32": "float", "float64": "double", "int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t",
            "int32": "int32_t", "int64": "int64_t", "bool": "bool"}
 
-PRELUDE = r"""#include <math.h>
+PRELUDE_HEAD = r"""#include <math.h>
 #include <stdint.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -66,16 +68,8 @@ static inline int32_t fdiv_i32(int32_t a, int32_t b) {
 static inline int32_t fmod_i32(int32_t a, int32_t b) {
   int32_t r = a % b; return r + ((r != 0) & ((r < 0) != (b < 0))) * b; }
 /* glibc's vector math (libmvec): `omp simd` loops call e.g. _ZGVeN16v_expf, 16 lanes at a time */
-#pragma omp declare simd notinbranch
-float expf(float);
-#pragma omp declare simd notinbranch
-float logf(float);
-#pragma omp declare simd notinbranch
-float tanhf(float);
-#pragma omp declare simd notinbranch
-float erff(float);
-static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
-#define MIN(a, b) ((a) < (b) ? (a) : (b))
+"""
+PRELUDE_TAIL = r"""#define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 """
 
@@ -123,7 +117,7 @@ class CEmitter:
         types = "".join(self.vec_typedef(v) for v in sorted(self.vec_types, key=lambda v: (v.dtype, v.lanes)))
         from taso_py.codegen.backends.c.micro import intrinsic_source
         helpers = "".join(intrinsic_source(n) for n in sorted(self.intrinsics))
-        return PRELUDE + types + helpers + "\n" + "\n".join(bodies)
+        return PRELUDE_HEAD + c_prelude() + PRELUDE_TAIL + types + helpers + "\n" + "\n".join(bodies)
 
     def function(self, f: PrimFunc) -> str:
         demoted: set[Buffer] = set()
@@ -406,10 +400,11 @@ class CEmitter:
         return str(int(e.value))
 
     def call(self, e: Call) -> str:
-        args = ", ".join(self.expr(a) for a in e.args)
-        if e.name == "sigmoid":
-            return f"sigmoidf({args})" if e.dtype == "float32" else f"(1.0 / (1.0 + exp(-({args}))))"
-        return f"{e.name}{'f' if e.dtype == 'float32' else ''}({args})"
+        return self.spelling(SCALAR_INTRINSICS[e.name], e.dtype).format(", ".join(self.expr(a) for a in e.args))
+
+    def spelling(self, f: ScalarIntrinsic, dtype: str) -> str:
+        """How this backend writes intrinsic `f` on `dtype` (see te.intrinsics)."""
+        return f.c_float if dtype == "float32" else f.c_double
 
 
 def _free(s: Stmt) -> list[Var | Buffer]:

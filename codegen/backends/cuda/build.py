@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+
 from taso_py.codegen.backends.c.build import build_library, check_arrays
 from taso_py.codegen.errors import CodegenError
 from taso_py.codegen.lower.ir import Buffer, PrimFunc

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+
 from taso_py.codegen.backends.c.emit import C_TYPES, CEmitter
 from taso_py.codegen.errors import CodegenError
 from taso_py.codegen.lower.ir import (
@@ -38,20 +39,21 @@ from taso_py.codegen.lower.ir import (
     Store,
     walk_stmts,
 )
-from taso_py.codegen.lower.printer import Names
 from taso_py.codegen.lower.simplify import Ranges, linear, simplify
 from taso_py.codegen.schedule.schedule import LoopKind
 from taso_py.codegen.te.expr import Const, Expr, Load, Var, walk
+from taso_py.codegen.te.intrinsics import ScalarIntrinsic, cuda_prelude
+from taso_py.codegen.te.names import Names
 
-PRELUDE = r"""#include <cuda_runtime.h>
+PRELUDE_HEAD = r"""#include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
 __device__ __forceinline__ int32_t fdiv_i32(int32_t a, int32_t b) {
   int32_t q = a / b; return q - ((a % b != 0) & ((a < 0) != (b < 0))); }
 __device__ __forceinline__ int32_t fmod_i32(int32_t a, int32_t b) {
   int32_t r = a % b; return r + ((r != 0) & ((r < 0) != (b < 0))) * b; }
-__device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
-#define MIN(a, b) ((a) < (b) ? (a) : (b))
+"""
+PRELUDE_TAIL = r"""#define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 #ifndef TASO_LAUNCH
 #define TASO_LAUNCH(kernel, grid, block, ...) kernel<<<grid, block>>>(__VA_ARGS__)
@@ -92,7 +94,10 @@ class CudaEmitter(CEmitter):
     restrict = "__restrict__"
 
     def module_source(self, bodies: list[str]) -> str:
-        return PRELUDE + "\n" + "\n".join(bodies)
+        return PRELUDE_HEAD + cuda_prelude() + PRELUDE_TAIL + "\n" + "\n".join(bodies)
+
+    def spelling(self, f: ScalarIntrinsic, dtype: str) -> str:
+        return f.cuda_float or f.c_float if dtype == "float32" else f.c_double
 
     def function(self, f: PrimFunc) -> str:
         self.names = Names(sanitize=True)

@@ -1,7 +1,7 @@
-"""Default GPU schedules (target "cuda") for every pattern of the operator library.
+"""Default GPU schedules (`codegen.target.CUDA`) for every pattern of the operator library.
 
-Importing this package registers them, and the compute definitions they schedule:
-`import codegen.topi.cuda`, then `schedule_group(outputs, cfg, target="cuda")`.
+The operator library's package imports this one, so `schedule_group(outputs, cfg, target=CUDA)`
+finds them after `from taso_py.codegen import topi`.
 """
 
 from taso_py.codegen.topi import conv as _conv  # noqa: F401  (registers conv2d and, through linalg, matmul)

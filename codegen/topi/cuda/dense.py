@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from taso_py.codegen import te
 from taso_py.codegen.schedule.schedule import Schedule, Stage
+from taso_py.codegen.target import CUDA
 from taso_py.codegen.te.tensor import Tensor, TensorRead
 from taso_py.codegen.topi.cuda.generic import bind_elements, elementwise_consumer, schedule_stages, threads_knob
 from taso_py.codegen.topi.injective import fuse_all
@@ -45,7 +46,7 @@ def cooperative_fetch(st: Stage, ty: int, tx: int) -> None:
     st.bind(x, "threadIdx.x")
 
 
-@register_schedule("matmul", target="cuda")
+@register_schedule("matmul", target=CUDA)
 def schedule_matmul(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:
     """Knobs: block_m, block_n, thread_m, thread_n, tile_k (and threads for matrix-vector products)."""
     attrs = anchor.op.attrs
@@ -105,7 +106,7 @@ def schedule_matmul(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
         cooperative_fetch(cache, ty.extent, tx.extent)
 
 
-@register_schedule("conv2d", target="cuda")
+@register_schedule("conv2d", target=CUDA)
 def schedule_conv2d(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:
     """Knobs: tile_oc (output channels per thread), threads (per block).
 

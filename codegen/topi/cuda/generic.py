@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from taso_py.codegen.schedule.schedule import Schedule, Stage
+from taso_py.codegen.target import CUDA
 from taso_py.codegen.te.tensor import IterVar, Tensor
 from taso_py.codegen.topi.injective import fuse_all
 from taso_py.codegen.topi.linalg import live_readers, reads_identity
@@ -66,4 +67,4 @@ def schedule_stages(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
 
 
 register_schedule("injective", "reduction", "pool", "layernorm", "conv2d_nchwc", "conv2d_winograd",
-                  target="cuda")(schedule_stages)
+                  target=CUDA)(schedule_stages)

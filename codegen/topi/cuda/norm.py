@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from taso_py.codegen.schedule.schedule import Schedule, Stage
+from taso_py.codegen.target import CUDA
 from taso_py.codegen.te.tensor import IterVar, Tensor
 from taso_py.codegen.topi.cuda.generic import bind_elements, schedule_stages, threads_knob
 from taso_py.codegen.topi.injective import fuse_all
@@ -48,7 +49,7 @@ def _reduce_in_block(s: Schedule, total: Stage, parent: Stage, row: IterVar) -> 
         part.bind(part.axes[-1], "threadIdx.x")
 
 
-@register_schedule("softmax", target="cuda")
+@register_schedule("softmax", target=CUDA)
 def schedule_softmax(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:
     out = s[anchor]
     if len(out.axes) < 2:

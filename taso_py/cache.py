@@ -1,0 +1,20 @@
+"""The one cache directory: `$TASO_CACHE_DIR`, else `taso-py` in the user's cache folder.
+
+Operator timings (`cost.measured`), compiled kernels, tuning records and the machine's measured
+limits (`codegen`) all live under it. Each is valid only on the machine that made it, so each is
+keyed by CPU model inside; deleting the folder only costs re-measuring.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ENV = "TASO_CACHE_DIR"
+
+
+def cache_root() -> Path:
+    """$TASO_CACHE_DIR, else $XDG_CACHE_HOME/taso-py, else ~/.cache/taso-py (not created here)."""
+    if os.environ.get(ENV):
+        return Path(os.environ[ENV])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "taso-py"
