@@ -191,6 +191,9 @@ CASES = [
     case("const_imm", n=3, dtype="float64"),
     case("const_one", shape=(2, 3)),
     case("const_one", shape=(), dtype="int64"),
+    # -- unary and element-wise operators (issue 20) --
+    # -- reductions (issue 20) --
+    # -- indexing: slice, gather, expand, where, cast (issue 20) --
 ]
 
 
@@ -326,6 +329,9 @@ BAD_CASES = [
     bad("const_pool", (3,), channels=2),
     bad("const_imm", n=0, error=AttrError),
     bad("const_one", shape=(2, -1), error=AttrError),
+    # -- unary and element-wise operators (issue 20) --
+    # -- reductions (issue 20) --
+    # -- indexing: slice, gather, expand, where, cast (issue 20) --
 ]
 
 
@@ -440,6 +446,9 @@ IMPORT_CASES = [
     onnx_case("Softmax", [(2, 3, 4)], "softmax", opset=11, axis=-1),
     onnx_case("LayerNormalization", [(2, 3, 4), (3, 4), (3, 4)], "layernorm", axis=-2),
     onnx_case("LayerNormalization", [(2, 3, 4), (4,)], "layernorm", epsilon=1e-3),
+    # -- unary and element-wise operators (issue 20) --
+    # -- reductions (issue 20) --
+    # -- indexing: slice, gather, expand, where, cast (issue 20) --
 ]
 
 

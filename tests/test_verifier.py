@@ -38,6 +38,9 @@ OP_TERMS = {
     "const_iconv": "const_iconv(channels=?a, kernel=[?b, 3], groups=?c)",
     "const_pool": "const_pool(channels=?a, kernel=[?b, 2])", "const_imm": "const_imm(n=?a)",
     "const_one": "const_one(shape=[?a, 2, ?b])",
+    # -- unary and element-wise operators (issue 20) --
+    # -- reductions (issue 20) --
+    # -- indexing: slice, gather, expand, where, cast (issue 20) --
 }
 
 

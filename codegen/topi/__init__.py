@@ -13,4 +13,15 @@ from taso_py.codegen.topi.registry import (
 )
 
 __all__ = ["COMPUTE", "SCHEDULE", "compute", "register_compute", "register_schedule", "schedule_group"]
-from taso_py.codegen.topi import constants, cuda, elementwise, injective, layout, norm, pool, winograd  # noqa: F401
+from taso_py.codegen.topi import (  # noqa: F401  (register)
+    constants,
+    cuda,
+    elementwise,
+    indexing,
+    injective,
+    layout,
+    norm,
+    pool,
+    reduce,
+    winograd,
+)

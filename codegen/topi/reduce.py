@@ -1,0 +1,3 @@
+"""Computes of the reduce family (taso_py/ops/reduce.py)."""
+
+from __future__ import annotations
