@@ -39,8 +39,16 @@ OP_TERMS = {
     "const_pool": "const_pool(channels=?a, kernel=[?b, 2])", "const_imm": "const_imm(n=?a)",
     "const_one": "const_one(shape=[?a, 2, ?b])",
     # -- unary and element-wise operators (issue 20) --
+    "clip": "clip(x, min=?s, max=1.5)", "hardsigmoid": "hardsigmoid(x, alpha=?s, beta=0.25)",
+    "leaky_relu": "leaky_relu(x, alpha=?s)", "prelu": "prelu(x, y)", "softplus": "softplus(x)", "exp": "exp(x)",
+    "log": "log(x)", "sqrt": "sqrt(x)", "reciprocal": "reciprocal(x)", "neg": "neg(x)", "abs": "abs(x)",
+    "pow": "pow(x, exponent=?s)",
     # -- reductions (issue 20) --
+    "reduce_sum": "reduce_sum(x, axes=[?a], keepdims=true)",
+    "reduce_mean": "reduce_mean(x, axes=[?a, ?b], keepdims=true)", "reduce_max": "reduce_max(x, keepdims=true)",
     # -- indexing: slice, gather, expand, where, cast (issue 20) --
+    "slice": "slice(x, starts=[?a, -1], ends=[?c, -100], axes=[?k, ?j], steps=[?s, -1])",
+    "gather": "gather(x, indices=[?i, -1], shape=[2], axis=?k)", "expand": "expand(x, shape=[?a, ?b, ?c])",
 }
 
 

@@ -7,6 +7,7 @@ Adding an intrinsic is one entry here: `te.call(name, x)` builds it, and no back
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -38,9 +39,16 @@ SCALAR_INTRINSICS: dict[str, ScalarIntrinsic] = {f.name: f for f in (
     _libm("tanh"),
     _libm("erf"),
     _libm("fabs", simd=False),
+    _libm("log1p", simd=False),
+    ScalarIntrinsic("pow", "powf({})", "pow({})"),  # two arguments: the base and the exponent
     ScalarIntrinsic("sigmoid", "sigmoidf({})", "(1.0 / (1.0 + exp(-({}))))", c_prelude=f"static inline {_SIGMOID}",
                     cuda_prelude=f"__device__ __forceinline__ {_SIGMOID}"),
 )}
+
+
+# the functions the spellings call: a kernel's buffer may not take these names in C or CUDA (a tensor `exp`)
+CALLED_NAMES = frozenset(name for f in SCALAR_INTRINSICS.values() for spelling in (f.c_float, f.c_double, f.cuda_float)
+                         for name in re.findall(r"([A-Za-z_]\w*)\(", spelling or ""))
 
 
 def c_prelude() -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from taso_py.codegen.te.intrinsics import CALLED_NAMES
+
 
 class Names:
     """Unique printable names for variables and buffers (stages may reuse axis names like `i`)."""
@@ -11,7 +13,7 @@ class Names:
     def __init__(self, sanitize: bool = False) -> None:
         self.sanitize = sanitize
         self.table: dict[int, str] = {}
-        self.used: set[str] = set()
+        self.used: set[str] = set(CALLED_NAMES) if sanitize else set()  # source names the intrinsics call
 
     def __call__(self, obj: Any) -> str:  # a te Var or a lowered Buffer: anything with a `name`
         key = id(obj)

@@ -19,7 +19,15 @@ from taso_py.codegen.topi.injective import broadcast_read
 from taso_py.codegen.topi.registry import register_compute
 from taso_py.ops import OpDef, get
 from taso_py.ops import elementwise as elementwise_ops
-from taso_py.ops.elementwise import GeluAttrs, ScalarAttrs
+from taso_py.ops.elementwise import (
+    HARDSWISH_ALPHA,
+    ClipAttrs,
+    GeluAttrs,
+    HardSigmoidAttrs,
+    LeakyReluAttrs,
+    PowAttrs,
+    ScalarAttrs,
+)
 from taso_py.types import TensorType
 
 ScalarFn = Callable[[Expr], Expr]
@@ -57,10 +65,25 @@ def _gelu(x: Expr, approximate: str) -> Expr:
 
 
 def _hardswish(x: Expr) -> Expr:
-    """x * clamp(x / 6 + 1/2, 0, 1): a min and a max, which vectorize."""
+    """x * clamp(x / 6 + 1/2, 0, 1) with ONNX's float32 1/6: a min and a max, which vectorize."""
     def c(v: float) -> Expr:
         return const(v, x.dtype)
-    return x * te.min_(te.max_(x * c(1 / 6) + c(0.5), c(0)), c(1))
+    return x * te.min_(te.max_(x * c(HARDSWISH_ALPHA) + c(0.5), c(0)), c(1))
+
+
+def _softplus(x: Expr) -> Expr:
+    """max(x, 0) + log1p(exp(-|x|)): log(1 + exp(x)) without overflow for large x."""
+    zero = const(0, x.dtype)
+    return te.max_(x, zero) + te.call("log1p", te.exp(zero - te.max_(x, zero - x)))
+
+
+def _pow(x: Expr, exponent: float) -> Expr:
+    """Squares and square roots as the cheaper operations; powf otherwise."""
+    if exponent == 2:
+        return x * x
+    if exponent == 0.5:
+        return te.sqrt(x)
+    return te.call("pow", x, const(exponent, x.dtype))
 
 
 # relu is max(x, 0), which the C backend emits as a vector compare-and-blend
@@ -70,6 +93,52 @@ register_unary(elementwise_ops.tanh, te.tanh)
 register_unary(elementwise_ops.erf, te.erf)
 register_unary(elementwise_ops.silu, lambda v: v * te.sigmoid(v))
 register_unary(elementwise_ops.hardswish, _hardswish)
+register_unary(elementwise_ops.softplus, _softplus)
+register_unary(elementwise_ops.exp, te.exp)
+register_unary(elementwise_ops.log, te.log)
+register_unary(elementwise_ops.sqrt, te.sqrt)
+register_unary(elementwise_ops.reciprocal, lambda v: const(1, v.dtype) / v)
+register_unary(elementwise_ops.neg, lambda v: -v)
+register_unary(elementwise_ops.abs_, lambda v: te.max_(v, -v))  # |x| as a max vectorizes, on ints too
+
+
+@register_compute(elementwise_ops.clip)
+def clip(inputs: Sequence[Tensor], attrs: ClipAttrs, _out: Sequence[TensorType]) -> tuple[Tensor, ...]:
+    """min(max(x, min), max) with the bounds in x's type, as the reference compares."""
+    (x,) = inputs
+    low, high = (const(np.asarray(v, x.dtype).item(), x.dtype) for v in (attrs.min, attrs.max))
+    return (map_unary(x, lambda v: te.min_(te.max_(v, low), high), "clip"),)
+
+
+@register_compute(elementwise_ops.hardsigmoid)
+def hardsigmoid(inputs: Sequence[Tensor], attrs: HardSigmoidAttrs, _out: Sequence[TensorType]) -> tuple[Tensor, ...]:
+    def f(v: Expr) -> Expr:
+        return te.min_(te.max_(v * const(attrs.alpha, v.dtype) + const(attrs.beta, v.dtype), const(0, v.dtype)),
+                       const(1, v.dtype))
+    return (map_unary(inputs[0], f, "hardsigmoid"),)
+
+
+@register_compute(elementwise_ops.leaky_relu)
+def leaky_relu(inputs: Sequence[Tensor], attrs: LeakyReluAttrs, _out: Sequence[TensorType]) -> tuple[Tensor, ...]:
+    return (map_unary(inputs[0], lambda v: te.if_then_else(v < const(0, v.dtype), v * const(attrs.alpha, v.dtype), v),
+                      "leaky_relu"),)
+
+
+@register_compute(elementwise_ops.pow_)
+def pow_(inputs: Sequence[Tensor], attrs: PowAttrs, _out: Sequence[TensorType]) -> tuple[Tensor, ...]:
+    return (map_unary(inputs[0], lambda v: _pow(v, attrs.exponent), "pow"),)
+
+
+@register_compute(elementwise_ops.prelu)
+def prelu(inputs: Sequence[Tensor], _attrs: object, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
+    """x where x >= 0, else x times its slope (the slope broadcast to x's shape)."""
+    x, slope = inputs
+    shape = out[0].known_shape
+
+    def f(*i: Expr) -> Expr:
+        v = x[i]
+        return te.if_then_else(v < const(0, v.dtype), v * broadcast_read(slope, shape, i), v)
+    return (te.compute(shape, f, name="prelu", tag="injective"),)
 
 
 @register_compute(elementwise_ops.gelu)

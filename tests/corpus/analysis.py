@@ -17,6 +17,9 @@ ALGEBRA_OPS = frozenset({
     "AveragePool", "GlobalAveragePool", "Flatten", "Gemm", "MatMul", "Add", "Mul", "Sub",
     "Div", "Sum", "Concat", "Split", "Transpose", "Reshape", "Squeeze", "Unsqueeze",
     "Softmax", "LayerNormalization", "Pad", "Dropout", "Identity",
+    "Slice", "Gather", "Expand", "Where", "Cast",
+    "Clip", "HardSigmoid", "HardSwish", "LeakyRelu", "PRelu", "Softplus", "Exp", "Log", "Neg", "Abs",
+    "Sqrt", "Reciprocal", "Pow", "ReduceMean", "ReduceSum", "ReduceMax",
 })
 # fmt: on
 """ONNX op types (default domain) that import into the algebra."""
@@ -75,10 +78,22 @@ def is_foldable(node: onnx.NodeProto, constant: set[str], static: set[str]) -> b
     return all(name in constant for name in node.input if name)
 
 
-def in_algebra(node: onnx.NodeProto) -> bool:
-    """Whether a non-constant ``node`` imports into the algebra (Pad: constant mode only)."""
+# import only with these inputs constant (indices, bounds, a target shape)
+CONSTANT_INPUTS = {"Gather": (1,), "Slice": (1, 2, 3, 4), "Expand": (1,), "Clip": (1, 2), "Pow": (1,),
+                   "ReduceMean": (1,), "ReduceSum": (1,), "ReduceMax": (1,)}
+FLOAT_TYPES = (onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE)
+
+
+def in_algebra(node: onnx.NodeProto, constant: set[str]) -> bool:
+    """Whether a non-constant ``node`` imports into the algebra (Pad: constant mode only; Gather, Slice,
+    Expand, Clip, Pow, reductions: constant indices, bounds, exponent or axes; Cast: to a float type)."""
     if node.domain not in ("", "ai.onnx") or node.op_type not in ALGEBRA_OPS:
         return False
+    if any(i < len(node.input) and node.input[i] and node.input[i] not in constant
+           for i in CONSTANT_INPUTS.get(node.op_type, ())):
+        return False
+    if node.op_type == "Cast":
+        return next(a.i for a in node.attribute if a.name == "to") in FLOAT_TYPES
     mode = next((a.s for a in node.attribute if a.name == "mode"), b"constant")
     return node.op_type != "Pad" or mode == b"constant"
 
@@ -93,6 +108,6 @@ def opaque_op_types(
     for node in topological(model.graph):
         if is_foldable(node, constant, static):
             constant.update(node.output)
-        elif not in_algebra(node):
+        elif not in_algebra(node, constant):
             opaque.add(node.op_type)
     return frozenset(opaque)

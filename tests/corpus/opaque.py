@@ -128,7 +128,7 @@ def if_branches_op11() -> onnx.ModelProto:
 
 @MODELS.add(
     11,
-    opaque=("LRN", "ReduceMean", "Pow", "Sqrt"),
+    opaque=("LRN",),
     note="AlexNet-era LRN plus a hand-rolled normalization (ReduceMean/Pow/Sqrt) between convs",
 )
 def lrn_custom_norm_op11() -> onnx.ModelProto:

@@ -147,7 +147,6 @@ MODELS: list[CorpusModel] = [
         "MobileNetV2Tiny",
         (1, 3, 32, 32),
         9,
-        opaque=("Clip",),
         note="ReLU6 -> Clip-6 with min/max attributes; depthwise convs (group=C); Conv+BN folded by the exporter",
     ),
     torch_model(
@@ -155,7 +154,6 @@ MODELS: list[CorpusModel] = [
         "MobileNetV2Tiny",
         (1, 3, 32, 32),
         11,
-        opaque=("Clip",),
         note="ReLU6 -> Clip-11 with min/max as Constant inputs; depthwise convs",
     ),
     torch_model(
@@ -198,7 +196,6 @@ MODELS: list[CorpusModel] = [
         "TransformerEncoder",
         (2, 8, 32),
         17,
-        opaque=("Gather",),
         note="nn.TransformerEncoderLayer (batch_first, gelu, eval): native "
         "LayerNormalization, GELU as Erf, packed QKV unflattened and picked with "
         "Gather on data",
@@ -208,7 +205,6 @@ MODELS: list[CorpusModel] = [
         "TransformerEncoder",
         (2, 8, 32),
         14,
-        opaque=("Gather", "ReduceMean", "Pow", "Sqrt"),
         note="same layer before opset 17: LayerNorm decomposed into "
         "ReduceMean/Sub/Pow/Sqrt/Div (opset 14, not 13: the exporter refuses "
         "scaled_dot_product_attention below 14)",
@@ -218,7 +214,6 @@ MODELS: list[CorpusModel] = [
         "SelfAttention",
         (2, 6, 16),
         13,
-        opaque=("Gather", "ReduceMean"),
         named=False,
         note="nn.MultiheadAttention with need_weights (ReduceMean over heads); "
         "exporter-chosen names like 'onnx::Transpose_0' and numeric outputs; two "
@@ -230,7 +225,7 @@ MODELS: list[CorpusModel] = [
         (2, 5, 8),
         11,
         args=("gru",),
-        opaque=("GRU", "Gather"),
+        opaque=("GRU",),
         note="GRU (opaque) with h0 built by Shape/Gather/Expand; last step taken with Gather",
     ),
     torch_model(
@@ -239,7 +234,7 @@ MODELS: list[CorpusModel] = [
         (2, 5, 8),
         9,
         args=("lstm",),
-        opaque=("LSTM", "Slice"),
+        opaque=("LSTM",),
         named=False,
         note="LSTM (opaque) at opset 9; last step taken with Slice+Squeeze",
     ),
@@ -276,7 +271,6 @@ MODELS: list[CorpusModel] = [
         "ShuffleUnit",
         (1, 16, 12, 12),
         13,
-        opaque=("Slice",),
         note="ShuffleNetV2 units: chunk -> Shape/Gather/Div/Slice (legacy exporter), channel shuffle as "
         "Reshape/Transpose/Reshape, depthwise convs, a strided two-branch unit",
     ),
@@ -311,7 +305,6 @@ MODELS: list[CorpusModel] = [
         (2, 8, 32),
         18,
         dynamo=True,
-        opaque=("Gather",),
         note="dynamo exporter on nn.TransformerEncoderLayer: LayerNormalization-17, SDPA decomposed",
     ),
 ]
