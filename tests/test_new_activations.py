@@ -7,20 +7,18 @@ that turns an operator's definition written out (x * Sigmoid(x)) back into the o
 from __future__ import annotations
 
 import io
-import json
 import warnings
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
+from pipeline_checks import check_c_kernels, check_emulated_cuda_kernels, optimize_compile_run
 from test_codegen_ops import Case
 from test_cuda import Group, op_group
 
 from taso_py import ops
-from taso_py.cli import main
 from taso_py.codegen import te
 from taso_py.codegen.backends.c import build
 from taso_py.codegen.backends.cuda.emulate import build_emulated
@@ -28,7 +26,6 @@ from taso_py.codegen.errors import CodegenError
 from taso_py.codegen.lower import lower
 from taso_py.codegen.te import intrinsics
 from taso_py.codegen.topi import COMPUTE, compute, register_compute, schedule_group
-from taso_py.codegen.tune.space import Config
 from taso_py.graph import Graph, evaluate
 from taso_py.graph.normalize import fuse_activations
 from taso_py.onnx_io import OnnxModel, OnnxOrigin, load_model, to_onnx
@@ -192,18 +189,11 @@ def _groups() -> list[Group]:
 
 
 def test_c_kernels_match_the_reference() -> None:
-    groups = _groups()
-    mod = build([lower(schedule_group(g.outs, Config({"parallel_min_elements": 0})), [*g.ins, *g.outs], g.name)
-                 for g in groups])
-    for g in groups:
-        g.check(mod)
+    check_c_kernels(_groups())
 
 
 def test_cuda_kernels_match_the_reference_in_the_emulation() -> None:
-    groups = _groups()
-    mod = build_emulated([g.lower() for g in groups])
-    for g in groups:
-        g.check(mod)
+    check_emulated_cuda_kernels(_groups())
 
 
 def test_the_fused_activation_is_the_operators_compute() -> None:
@@ -272,12 +262,4 @@ def _conv_model(path: Path, pattern: str) -> Path:
 @pytest.mark.parametrize("pattern", NEW)
 def test_optimize_compile_and_run_check(tmp_path: Path, pattern: str) -> None:
     model = _conv_model(tmp_path / "m.onnx", pattern)
-    done = CliRunner().invoke(main, ["optimize", str(model), "--cost", "analytical", "-o", str(tmp_path / "o.onnx")])
-    assert done.exit_code == 0, done.output
-    out = tmp_path / "m.cpu"
-    done = CliRunner().invoke(main, ["compile", str(model), "--target", "cpu", "-o", str(out), "--json"])
-    assert done.exit_code == 0, done.output
-    done = CliRunner().invoke(main, ["run", str(out), "--check", "--json"])
-    assert done.exit_code == 0, done.output
-    result = json.loads(done.output)
-    assert result["check"]["ok"] and result["check"]["max_rel_error"] < 1e-4
+    optimize_compile_run(model, tmp_path)

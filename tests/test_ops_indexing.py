@@ -16,17 +16,14 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
+from pipeline_checks import check_c_kernels, check_emulated_cuda_kernels, optimize_compile_run
 from test_codegen_ops import Case
 from test_cuda import Group, op_group
 
 from taso_py import ops
 from taso_py.cli import main
 from taso_py.codegen import te
-from taso_py.codegen.backends.c import build
-from taso_py.codegen.backends.cuda.emulate import build_emulated
-from taso_py.codegen.lower import lower
-from taso_py.codegen.target import CPU
-from taso_py.codegen.topi import compute, schedule_group
+from taso_py.codegen.topi import compute
 from taso_py.graph import Graph, evaluate
 from taso_py.onnx_io import load_model, to_onnx
 from taso_py.ops.schema import Axiom
@@ -234,20 +231,11 @@ def _groups() -> list[Group]:
 
 
 def test_c_kernels_match_the_reference() -> None:
-    groups = _groups()
-    mod = build([lower(schedule_group(g.outs, target=CPU), [*g.ins, *g.outs], g.name) for g in groups])
-    for g in groups:
-        outs = [np.full(t.shape, 7, t.dtype) for t in g.outs]
-        mod[g.name](*g.arrays, *outs)
-        for got, want in zip(outs, g.want):
-            np.testing.assert_allclose(got, want, rtol=1e-6, err_msg=g.label)
+    check_c_kernels(_groups())
 
 
 def test_cuda_kernels_match_the_reference_emulated() -> None:
-    groups = _groups()
-    mod = build_emulated([g.lower() for g in groups])
-    for g in groups:
-        g.check(mod)
+    check_emulated_cuda_kernels(_groups())
 
 
 # ---- torch attention exports -------------------------------------------------------------------
@@ -292,11 +280,4 @@ def test_attention_export_has_no_opaque_node_and_compiles(kind: str, tmp_path: P
     assert summary["opaque_nodes"] == 0 and summary["ops"]["gather"] == 3, summary
     before = BEFORE[kind][0] / BEFORE[kind][1]
     assert summary["opaque_nodes"] / summary["nodes"] < before
-    done = CliRunner().invoke(main, ["optimize", str(model), "--cost", "analytical", "-o", str(tmp_path / "o.onnx")])
-    assert done.exit_code == 0, done.output
-    out = tmp_path / f"{kind}.cpu"
-    done = CliRunner().invoke(main, ["compile", str(model), "--target", "cpu", "-o", str(out), "--json"])
-    assert done.exit_code == 0, done.output
-    done = CliRunner().invoke(main, ["run", str(out), "--check", "--json"])
-    assert done.exit_code == 0, done.output
-    assert json.loads(done.output[done.output.index("{"):])["check"]["ok"]
+    optimize_compile_run(model, tmp_path)

@@ -6,28 +6,21 @@ CUDA (emulated) kernels, and torch models through `taso optimize`, `taso compile
 from __future__ import annotations
 
 import io
-import json
 import warnings
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
+from pipeline_checks import check_c_kernels, check_emulated_cuda_kernels, optimize_compile_run
 from test_codegen_ops import Case
 from test_cuda import op_group
 from test_ops import build, check_graph, random_feeds
 
 from taso_py import ops
-from taso_py.cli import main
-from taso_py.codegen.backends.c import build as build_c
-from taso_py.codegen.backends.cuda.emulate import build_emulated
-from taso_py.codegen.lower import lower
-from taso_py.codegen.topi import schedule_group
-from taso_py.codegen.tune.space import Config
 from taso_py.graph import evaluate
 from taso_py.graph.hashing import canonical_hash
 from taso_py.onnx_io import load_model, to_onnx
@@ -161,18 +154,11 @@ KERNEL_CASES = [
 
 
 def test_c_kernels_match_the_reference() -> None:
-    groups = [op_group(c) for c in KERNEL_CASES]
-    mod = build_c([lower(schedule_group(g.outs, Config({"parallel_min_elements": 0})), [*g.ins, *g.outs], g.name)
-                   for g in groups])
-    for g in groups:
-        g.check(mod)
+    check_c_kernels([op_group(c) for c in KERNEL_CASES])
 
 
 def test_cuda_kernels_match_the_reference_in_the_emulation() -> None:
-    groups = [op_group(c) for c in KERNEL_CASES]
-    mod = build_emulated([g.lower() for g in groups])
-    for g in groups:
-        g.check(mod)
+    check_emulated_cuda_kernels([op_group(c) for c in KERNEL_CASES])
 
 
 # ---- torch models through the CLI -------------------------------------------------------------
@@ -214,14 +200,5 @@ def test_torch_model_imports_as_reductions(tmp_path: Path, opset: int) -> None:
 @pytest.mark.parametrize("opset", [17, 18])
 def test_optimize_compile_and_run_check(tmp_path: Path, opset: int) -> None:
     model = _torch_model(tmp_path / "m.onnx", opset)
-    optimized = tmp_path / "o.onnx"
-    done = CliRunner().invoke(main, ["optimize", str(model), "--cost", "analytical", "-o", str(optimized)])
-    assert done.exit_code == 0, done.output
-    assert onnx.load(optimized).opset_import[0].version == opset
-    out = tmp_path / "m.cpu"
-    done = CliRunner().invoke(main, ["compile", str(model), "--target", "cpu", "-o", str(out), "--json"])
-    assert done.exit_code == 0, done.output
-    done = CliRunner().invoke(main, ["run", str(out), "--check", "--json"])
-    assert done.exit_code == 0, done.output
-    result = json.loads(done.output)
-    assert result["check"]["ok"] and result["check"]["max_rel_error"] < 1e-4
+    optimize_compile_run(model, tmp_path)
+    assert onnx.load(tmp_path / "o.onnx").opset_import[0].version == opset

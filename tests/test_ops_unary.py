@@ -7,29 +7,25 @@ their C kernels and CUDA kernels (on the CPU emulation), and torch exports throu
 from __future__ import annotations
 
 import io
-import json
 import warnings
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from onnx import TensorProto, helper, numpy_helper
+from pipeline_checks import check_c_kernels, check_emulated_cuda_kernels, optimize_compile_run
 from test_codegen_ops import Case
 from test_cuda import Group, op_group
 
 from taso_py import ops
-from taso_py.cli import main
 from taso_py.codegen import te
 from taso_py.codegen.backends.c import build
-from taso_py.codegen.backends.cuda.emulate import build_emulated
 from taso_py.codegen.lower import lower
 from taso_py.codegen.topi import compute, schedule_group
-from taso_py.codegen.tune.space import Config
 from taso_py.errors import ShapeError
 from taso_py.graph import Graph, evaluate
 from taso_py.onnx_io import load_model
@@ -302,18 +298,11 @@ def _groups() -> list[Group]:
 
 
 def test_c_kernels_match_the_reference() -> None:
-    groups = _groups()
-    mod = build([lower(schedule_group(g.outs, Config({"parallel_min_elements": 0})), [*g.ins, *g.outs], g.name)
-                 for g in groups])
-    for g in groups:
-        g.check(mod)
+    check_c_kernels(_groups())
 
 
 def test_cuda_kernels_match_the_reference_in_the_emulation() -> None:
-    groups = _groups()
-    mod = build_emulated([g.lower() for g in groups])
-    for g in groups:
-        g.check(mod)
+    check_emulated_cuda_kernels(_groups())
 
 
 def test_softplus_kernel_does_not_overflow() -> None:
@@ -349,13 +338,4 @@ def test_torch_export_optimizes_compiles_and_runs(tmp_path: Path, name: str, arg
     model = _torch_export(tmp_path / "m.onnx", getattr(torch.nn, name)(*args), opset)
     g = load_model(onnx.load(model)).graph
     assert _ops_of(g) == sorted(["conv2d", "conv2d", op])
-    runner = CliRunner()
-    done = runner.invoke(main, ["optimize", str(model), "--cost", "analytical", "-o", str(tmp_path / "o.onnx")])
-    assert done.exit_code == 0, done.output
-    out = tmp_path / "m.cpu"
-    done = runner.invoke(main, ["compile", str(model), "--target", "cpu", "-o", str(out), "--json"])
-    assert done.exit_code == 0, done.output
-    done = runner.invoke(main, ["run", str(out), "--check", "--json"])
-    assert done.exit_code == 0, done.output
-    result = json.loads(done.output)
-    assert result["check"]["ok"] and result["check"]["max_rel_error"] < 1e-4
+    optimize_compile_run(model, tmp_path)

@@ -1,0 +1,51 @@
+"""Checks that several operator test files share: fused groups of operators against the numpy
+reference through the C backend and the CUDA emulation, and a model through `taso optimize`,
+`taso compile` and `taso run --check` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+from test_cuda import Group
+
+from taso_py.cli import main
+from taso_py.codegen.backends.c import build
+from taso_py.codegen.backends.cuda.emulate import build_emulated
+from taso_py.codegen.lower import lower
+from taso_py.codegen.topi import schedule_group
+from taso_py.codegen.tune.space import Config
+
+
+def check_c_kernels(groups: Sequence[Group]) -> None:
+    """Every group compiled into one C module (every parallel-loop decision taken) and checked."""
+    mod = build([lower(schedule_group(g.outs, Config({"parallel_min_elements": 0})), [*g.ins, *g.outs], g.name)
+                 for g in groups])
+    for g in groups:
+        g.check(mod)
+
+
+def check_emulated_cuda_kernels(groups: Sequence[Group]) -> None:
+    """Every group's CUDA source run under the CPU emulation and checked."""
+    mod = build_emulated([g.lower() for g in groups])
+    for g in groups:
+        g.check(mod)
+
+
+def optimize_compile_run(model: Path, work: Path) -> dict[str, Any]:
+    """`taso optimize`, `taso compile --target cpu` and `taso run --check` on `model`; each must
+    succeed and the compiled outputs match ONNX Runtime's. Returns the run's JSON report."""
+    runner = CliRunner()
+    done = runner.invoke(main, ["optimize", str(model), "--cost", "analytical", "-o", str(work / "o.onnx")])
+    assert done.exit_code == 0, done.output
+    out = work / "m.cpu"
+    done = runner.invoke(main, ["compile", str(model), "--target", "cpu", "-o", str(out), "--json"])
+    assert done.exit_code == 0, done.output
+    done = runner.invoke(main, ["run", str(out), "--check", "--json"])
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.output[done.output.index("{"):])  # after any warning lines
+    assert report["check"]["ok"] and report["check"]["max_rel_error"] < 1e-4
+    return report
