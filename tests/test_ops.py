@@ -224,7 +224,7 @@ CASES = [
     case("reduce_mean", (2, 3, 4), axes=(2, 0), keepdims=False, dtype="float64"),
     case("reduce_sum", (2, 0, 3), axes=(1,)),
     case("reduce_max", (2, 4, 2, 3, 5), axes=(1, 4)),
-    # -- indexing: slice, gather, expand, where, cast (issue 20) --
+    # -- indexing: slice, gather, expand, select, cast (issue 20) --
     *(case("slice", (5, 6, 4), starts=st, ends=en, axes=ax, steps=sp, opset=o)
       for st, en, ax, sp in (((1,), (4,), (0,), (1,)), ((-1, 0), (-7, 9), (1, -1), (-2, 3)),
                              ((10, -100), (-100, 100), (2, 0), (-1, 2)), ((0,), (-1,), (-2,), (1,)))
@@ -237,8 +237,8 @@ CASES = [
     case("gather", (6,), indices=(5,), shape=(), axis=0, dtype="int32"),
     *(case("expand", s, shape=t) for s, t in (((3, 1), (2, 3, 4)), ((4,), (3, 1)), ((2, 1, 3), (1, 5, 1)),
                                               ((2, 3), (2, 3)))),
-    case("where", (2, 3), (2, 3), (3,)),
-    case("where", (3, 1), (1, 4), (3, 4), dtype="int64"),
+    case("select", (2, 3), (2, 3), (3,)),
+    case("select", (3, 1), (1, 4), (3, 4), dtype="int64"),
     case("cast", (2, 3), to="float64"),
     case("cast", (2, 3), to="float32", dtype="float64"),
     case("cast", (2, 3), to="float32"),
@@ -404,7 +404,7 @@ BAD_CASES = [
     bad("reduce_max", (2, 0, 3), axes=(1,)),
     bad("reduce_sum", (2, 3), dtype="bool"),
     bad("reduce_sum", (2, 3), (2, 3)),
-    # -- indexing: slice, gather, expand, where, cast (issue 20) --
+    # -- indexing: slice, gather, expand, select, cast (issue 20) --
     bad("slice", (4, 5), starts=(0,), ends=(2,), axes=(0,), steps=(0,), error=AttrError),
     bad("slice", (4, 5), starts=(0, 1), ends=(2,), axes=(0,), steps=(1,), error=AttrError),
     bad("slice", (4, 5), starts=(0,), ends=(2,), axes=(2,), steps=(1,)),
@@ -414,8 +414,8 @@ BAD_CASES = [
     bad("gather", (4, 5), indices=(1, 2), shape=(3,), error=AttrError),
     bad("expand", (2, 3), shape=(4, 3)),
     bad("expand", (2, 3), shape=(-1, 3), error=AttrError),
-    bad("where", (2, 3), (4, 3), (2, 3)),
-    bad("where", (2, 3), (2, 3)),
+    bad("select", (2, 3), (4, 3), (2, 3)),
+    bad("select", (2, 3), (2, 3)),
     bad("cast", (2, 3), to="float64", dtype="int32"),
     bad("cast", (2, 3), to="int32", error=AttrError),
 ]
@@ -564,7 +564,7 @@ IMPORT_CASES = [
     onnx_case("ReduceMax", [(2, 3, 4)], "reduce_max", opset=11),
     onnx_case("ReduceSum", [(2, 3, 4), arr(dtype=np.int64)], "", opset=13, noop_with_empty_axes=1),
     onnx_case("ReduceMax", [(2, 3, 4)], "", opset=18, noop_with_empty_axes=1),
-    # -- indexing: slice, gather, expand, where, cast (issue 20) --
+    # -- indexing: slice, gather, expand, select, cast (issue 20) --
     onnx_case("Slice", [(5, 6)], "slice", opset=9, starts=[1, -3], ends=[4, 1000], axes=[0, 1]),
     onnx_case("Slice", [(5, 6)], "slice", opset=9, starts=[1], ends=[-1]),
     onnx_case("Slice", [(5, 6), arr(1), arr(4)], "slice", opset=10),
@@ -575,8 +575,8 @@ IMPORT_CASES = [
     onnx_case("Gather", [(4, 5, 3), np.array([[2, 0], [-3, 1]], np.int32)], "gather", opset=11, axis=-1),
     onnx_case("Expand", [(3, 1), arr(2, 1, 4)], "expand"),
     onnx_case("Expand", [(3, 1), arr(3, 4)], "expand", opset=13),
-    onnx_case("Where", [np.array([[True, False, True]]), (2, 3), (2, 1)], "where"),
-    onnx_case("Where", [np.array([True, False, False]), (3,), np.array(0.0, F32)], "where", opset=9),
+    onnx_case("Where", [np.array([[True, False, True]]), (2, 3), (2, 1)], "select"),
+    onnx_case("Where", [np.array([True, False, False]), (3,), np.array(0.0, F32)], "select", opset=9),
     onnx_case("Cast", [(2, 3)], "", to=TensorProto.FLOAT),
 ]
 

@@ -161,13 +161,13 @@ def test_where_with_a_constant_mask(opset: int) -> None:
     mask = np.array([[True, False, True, False]])
     model = _model(helper.make_node("Where", ["m", "x", "z"], ["y"]), (3, 4),
                    {"m": mask, "z": np.array([-1.0], np.float32)}, opset)
-    _agrees(model, ["where"])
+    _agrees(model, ["select"])
 
 
 def test_where_on_a_float_condition_exports_a_cast_to_bool() -> None:
     g = Graph("w")
     c, x, y = (g.add_input(n, TensorType((2, 3))) for n in "cxy")
-    g.set_outputs(g.add("where", [c, x, y]), ["out"])
+    g.set_outputs(g.add("select", [c, x, y]), ["out"])
     exported = to_onnx(g)
     assert [n.op_type for n in exported.graph.node] == ["Cast", "Where"]
     feeds = {n: RNG.standard_normal((2, 3)).astype(np.float32) for n in "cxy"}
@@ -197,7 +197,7 @@ def test_a_wrong_indexing_axiom_is_caught(text: str) -> None:
 
 
 def test_where_and_cast_are_not_verifiable() -> None:
-    assert not ops.get("where").verifiable and not ops.get("cast").verifiable
+    assert not ops.get("select").verifiable and not ops.get("cast").verifiable
     assert all(ops.get(n).verifiable for n in ("slice", "gather", "expand"))
 
 
@@ -211,7 +211,7 @@ KERNEL_CASES = [
     Case("gather", [(6, 40)], {"indices": (0, 2, 4), "shape": (3,), "axis": 0}),
     Case("expand", [(3, 1)], {"shape": (2, 3, 20)}),
     Case("cast", [(4, 9)], {"to": "float64"}),
-    Case("where", [(4, 17), (4, 17), (17,)], {}),
+    Case("select", [(4, 17), (4, 17), (17,)], {}),
 ]
 
 
@@ -221,9 +221,9 @@ def _mask_group() -> Group:
     x, y = RNG.standard_normal((3, 19)).astype(np.float32), RNG.standard_normal((3, 1)).astype(np.float32)
     ins = [te.placeholder(mask.shape, "bool", "m"), te.placeholder(x.shape, "float32", "x"),
            te.placeholder(y.shape, "float32", "y")]
-    (out,) = ops.get("where").infer([TensorType(mask.shape, DType.BOOL), TensorType(x.shape), TensorType(y.shape)],
+    (out,) = ops.get("select").infer([TensorType(mask.shape, DType.BOOL), TensorType(x.shape), TensorType(y.shape)],
                                     None)
-    return Group("where-mask", ins, list(compute("where", ins, None, [out])), [mask, x, y], [np.where(mask, x, y)])
+    return Group("where-mask", ins, list(compute("select", ins, None, [out])), [mask, x, y], [np.where(mask, x, y)])
 
 
 def _groups() -> list[Group]:

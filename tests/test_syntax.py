@@ -339,3 +339,10 @@ def test_any_text_parses_or_raises_a_syntax_error(text: str) -> None:
         return
     printed = format_rule(rule)
     assert parse_rule(printed) == rule and format_rule(parse_rule(printed)) == printed
+
+
+def test_no_operator_is_named_like_a_reserved_word() -> None:
+    """An operator called `where` (ONNX's Where) would read as the start of a rule's conditions."""
+    from taso_py.library.syntax import _RESERVED
+
+    assert not set(ops.algebra_names()) & _RESERVED

@@ -46,7 +46,7 @@ OP_TERMS = {
     # -- reductions (issue 20) --
     "reduce_sum": "reduce_sum(x, axes=[?a], keepdims=true)",
     "reduce_mean": "reduce_mean(x, axes=[?a, ?b], keepdims=true)", "reduce_max": "reduce_max(x, keepdims=true)",
-    # -- indexing: slice, gather, expand, where, cast (issue 20) --
+    # -- indexing: slice, gather, expand, select, cast (issue 20) --
     "slice": "slice(x, starts=[?a, -1], ends=[?c, -100], axes=[?k, ?j], steps=[?s, -1])",
     "gather": "gather(x, indices=[?i, -1], shape=[2], axis=?k)", "expand": "expand(x, shape=[?a, ?b, ?c])",
 }

@@ -2,7 +2,7 @@
 
 All are injective: each output element reads one element of each input at an index that is an
 affine function of the output index (slice, expand), a constant table lookup (gather), or a select
-between two such reads (where), so the injective CPU and CUDA schedules take them as they are.
+between two such reads (select), so the injective CPU and CUDA schedules take them as they are.
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ def expand(inputs: Sequence[Tensor], attrs: ExpandAttrs, out: Sequence[TensorTyp
     return (te.compute(shape, lambda *i: broadcast_read(x, shape, i), name="expand", tag="injective"),)
 
 
-@register_compute(ops.where)
-def where(inputs: Sequence[Tensor], attrs: object, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
+@register_compute(ops.select_)
+def select(inputs: Sequence[Tensor], attrs: object, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
     """A select between two in-range reads (both may be evaluated, which is safe); non-zero is true."""
     cond, x, y = inputs
     shape = out[0].known_shape
@@ -81,7 +81,7 @@ def where(inputs: Sequence[Tensor], attrs: object, out: Sequence[TensorType]) ->
         c = c if cond.dtype == "bool" else te.not_equal(c, const(0, cond.dtype))
         return te.if_then_else(c, broadcast_read(x, shape, i), broadcast_read(y, shape, i))
 
-    return (te.compute(shape, element, name="where", tag="injective"),)
+    return (te.compute(shape, element, name="select", tag="injective"),)
 
 
 @register_compute(ops.cast)

@@ -1,4 +1,4 @@
-"""Data movement with constant indices: slice, gather, expand, where with a constant condition, cast.
+"""Data movement with constant indices: slice, gather, expand, select (ONNX Where), cast.
 
 Indices, bounds and target shapes are attributes: an ONNX node whose indices are computed at run
 time stays opaque. Attributes are canonical for the input types (positive axes and indices, slice
@@ -271,7 +271,7 @@ def _export_expand(ctx: ExportContext, node: ExportNode) -> None:
     ctx.emit("Expand", [node.inputs[0], shape], node.outputs)
 
 
-# ---- where -------------------------------------------------------------------------------------
+# ---- select (ONNX Where) ----------------------------------------------------------------------
 
 def _where_shape(in_types: Sequence[TensorType], _a: object) -> tuple[TensorType, ...]:
     cond, x, y = in_types
@@ -285,7 +285,7 @@ def _where_shape(in_types: Sequence[TensorType], _a: object) -> tuple[TensorType
 
 def _export_where(ctx: ExportContext, node: ExportNode) -> None:
     if ctx.opset < 9:
-        raise Unsupported("where has no ONNX form before opset 9")
+        raise Unsupported("select (ONNX Where) has no ONNX form before opset 9")
     cond = node.inputs[0]
     if node.in_types[0].dtype is not DType.BOOL:
         cond = ctx.emit("Cast", [cond], 1, to=onnx.TensorProto.BOOL)[0]
@@ -349,10 +349,11 @@ expand = OpDef(
     sym_shape=_sym_expand, sym_value=lambda xs, a, _D: (_expand(xs[0], a),),
     doc="broadcast to a shape",
 )
-# bool conditions are outside the verifier's real-valued model: where is not verifiable
-where = OpDef(
-    "where", ("cond", "x", "y"), shape=_where_shape, ref=lambda xs, _a: (np.where(*xs),), fusion=Fusion.INJECTIVE,
-    onnx=OnnxMapping({"Where": lambda ctx: ctx.add("where", [ctx.input(i) for i in range(3)])}, _export_where),
+# bool conditions are outside the verifier's real-valued model: select is not verifiable. (Named as TVM's
+# select, not ONNX's Where: `where` is the rule syntax's keyword.)
+select_ = OpDef(
+    "select", ("cond", "x", "y"), shape=_where_shape, ref=lambda xs, _a: (np.where(*xs),), fusion=Fusion.INJECTIVE,
+    onnx=OnnxMapping({"Where": lambda ctx: ctx.add("select", [ctx.input(i) for i in range(3)])}, _export_where),
     doc="x where the condition is true (non-zero), else y, all three broadcast; often a constant bool mask",
 )
 # rounding between float types is outside the verifier's model over the reals: cast is not verifiable
@@ -362,7 +363,7 @@ cast = OpDef(
     doc="convert between float types (a Cast to the same type is dropped at import)",
 )
 
-OPS = (slice_, gather, expand, where, cast)
+OPS = (slice_, gather, expand, select_, cast)
 
 
 def _step1(start: str, end: str, axis: str = "?k") -> str:
