@@ -339,3 +339,11 @@ def test_torch_export_optimizes_compiles_and_runs(tmp_path: Path, name: str, arg
     g = load_model(onnx.load(model)).graph
     assert _ops_of(g) == sorted(["conv2d", "conv2d", op])
     optimize_compile_run(model, tmp_path)
+
+
+def test_clip_with_min_above_max_exports_at_every_opset() -> None:
+    """Found by the property test: Clip-6 (before opset 11) refuses min > max, where the operator
+    (as ONNX defines it from opset 11) gives max everywhere; the export says that as min == max."""
+    for opset in (10, 13):
+        out = check_graph(build_graph("clip", [(5,)], "float32", min=-0.5, max=-2.0), opset)
+        assert all((v == -2.0).all() for v in out.values())

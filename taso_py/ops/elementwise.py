@@ -378,6 +378,8 @@ def _export_clip(ctx: ExportContext, node: ExportNode) -> None:
     """Attributes before opset 11; from it, constants of the input's type. A default bound is left out."""
     given = {k: v for k, v in (("min", node.attrs.min), ("max", node.attrs.max)) if v != _CLIP_DEFAULTS[k]}
     if ctx.opset < 11:
+        if node.attrs.min > node.attrs.max:  # every element is max; Clip-6 refuses min > max, min == max says it
+            given["min"] = node.attrs.max
         ctx.emit("Clip", node.inputs, node.outputs, **given)
         return
     dtype = node.in_types[0].dtype.numpy
