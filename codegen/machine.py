@@ -20,6 +20,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from taso_py.atomic import write_json
+from taso_py.cache import cache_root
 from taso_py.codegen import isa
 from taso_py.codegen.backends.c.pool import POOL_C
 
@@ -147,8 +148,7 @@ def measure(threads: tuple[int, ...] | None = None, attempts: int = 3) -> Limits
 
 def limits() -> Limits:
     """This machine's limits, measured on first use and cached per CPU model and ISA."""
-    from taso_py.codegen.backends.c.build import cache_dir
-    path = cache_dir().parent / "machine.json"
+    path = cache_root() / "machine.json"
     key = f"{isa.host().key}|{os.cpu_count()}"
     try:
         known = json.loads(path.read_text())

@@ -46,9 +46,10 @@ def random_arrays(specs: Iterable[tuple[str, Sequence[int], np.dtype]], seed: in
     specs = [(name, tuple(shape), np.dtype(dtype)) for name, shape, dtype in specs]
     # floats are drawn as float64 and then cast: both copies exist at once
     need = sum(math.prod(shape) * (dtype.itemsize + 8) for _, shape, dtype in specs)
-    if need > available_memory():
+    available = available_memory()
+    if need > available:
         raise InputError(f"random inputs for the check need {need / 2**30:,.1f} GiB, more than the "
-                         f"{available_memory() / 2**30:,.1f} GiB of memory available; give smaller input shapes "
+                         f"{available / 2**30:,.1f} GiB of memory available; give smaller input shapes "
                          f"with --input-shape")
     rng = np.random.default_rng(seed)
     feeds = {}

@@ -4,21 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from taso_py.codegen.backends.c.build import cache_dir
 from taso_py.codegen.graph.kernels import ConfigFor, Template
 from taso_py.codegen.tune import records, tuner
 from taso_py.codegen.tune.space import Config
 
 
-def default_records() -> Path:
-    """~/.cache/taso-py/tuning.jsonl (or under $TASO_CACHE_DIR): shared by every compile on this machine."""
-    return cache_dir().parent / "tuning.jsonl"
-
-
 def config_source(path: Path | None, trials: int, progress: bool = True) -> ConfigFor:
     """Knobs per kernel workload: with `trials`, tune it first (the records grow; records already
     there are not measured again); then the fastest recorded config, else the defaults."""
-    path = path or default_records()
+    path = path or records.default_path()
 
     def config_for(workload: str, template: Template) -> Config:
         probe = Config()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from taso_py.cache import cache_root
 from taso_py.codegen import isa
 from taso_py.codegen.te.tensor import Tensor
 from taso_py.codegen.tune.space import Config
@@ -41,8 +42,7 @@ class Record:
 def default_path() -> Path:
     """Where records go unless told otherwise: tuning.jsonl beside the kernel cache ($TASO_CACHE_DIR or
     ~/.cache/taso-py), shared by every tuning on this machine (timings only hold on the machine measured)."""
-    from taso_py.codegen.backends.c.build import cache_dir
-    return cache_dir().parent / "tuning.jsonl"
+    return cache_root() / "tuning.jsonl"
 
 
 def workload_key(name: str, args: Sequence[Tensor]) -> str:
