@@ -42,10 +42,10 @@ def test_optimize_suite_runs_a_substitution_block(tmp_path: Path, monkeypatch: p
 
 
 def test_compile_suite_tabulates_ours_against_ort(tmp_path: Path) -> None:
-    compile_suite.main(["--size", "small", "--models", "nasrnn,squeezenet", "--runs", "3", "--out", str(tmp_path)])
+    compile_suite.main(["--size", "small", "--models", "nasrnn", "--runs", "3", "--out", str(tmp_path)])
     doc = json.loads((tmp_path / "compile_suite.json").read_text())
     assert doc["machine"]["cpu"] and doc["machine"]["fma_peak_gflops"] > 0
-    assert [r["model"] for r in doc["rows"]] == ["nasrnn", "squeezenet"]
+    assert [r["model"] for r in doc["rows"]] == ["nasrnn"]
     for r in doc["rows"]:
         assert r["check_ok"] and r["speedup"] > 0 and r["ms"]["ort"] > 0 and r["peak_fraction"]["ours"] > 0
     assert doc["summary"]["failed"] == 0 and doc["summary"]["geomean_speedup"] > 0
@@ -54,7 +54,7 @@ def test_compile_suite_tabulates_ours_against_ort(tmp_path: Path) -> None:
 
 
 def test_roofline_places_every_kernel(tmp_path: Path) -> None:
-    roofline.main(["--size", "small", "--models", "squeezenet", "--out", str(tmp_path)])
+    roofline.main(["--size", "small", "--models", "nasrnn", "--out", str(tmp_path)])
     doc = json.loads((tmp_path / "roofline.json").read_text())
     (row,) = doc["rows"]
     assert row["bound_ms"] > 0 and row["ours_ms"] > 0 and row["kernels"]

@@ -16,7 +16,7 @@ from taso_py.library.store import Entry, Library, LibraryError, load
 from taso_py.library.syntax import parse_rule
 
 TASO = [sys.executable, "-m", "taso_py"]
-SMALL_OPS = ("matmul", "add", "transpose", "concat", "split", "relu", "conv2d", "enlarge")
+SMALL_OPS = ("matmul", "add", "transpose", "concat", "split", "relu")
 
 
 def _quiet(stage: str, total: int):

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import os
+import socket
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from taso_py.errors import InputError
 
@@ -45,6 +47,21 @@ class LocalExecutor:
             self._pool = None
 
 
+def _refuse_unreachable(address: str) -> None:
+    """Fail at once when nothing listens at a `tcp://` address: Dask's client retries for its whole timeout."""
+    parts = urlsplit(address)
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:  # a port that is not a number: Client says what is wrong
+        return
+    if parts.scheme != "tcp" or host is None or port is None:
+        return
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+    except OSError as e:
+        raise InputError(f"cannot reach the Dask scheduler at {address}: {e.strerror or e}") from None
+
+
 class DaskExecutor:
     """The same tasks on an existing Dask distributed scheduler (`tcp://host:8786`)."""
 
@@ -53,6 +70,7 @@ class DaskExecutor:
             from distributed import Client
         except ImportError:
             raise InputError("--scheduler needs Dask distributed: pip install 'taso-py[dask]'") from None
+        _refuse_unreachable(address)
         try:
             self._client = Client(address, timeout="10s")
         except (OSError, ValueError, TypeError) as e:  # unreachable, or not an address at all
