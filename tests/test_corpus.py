@@ -17,7 +17,17 @@ import onnx
 import pytest
 from onnx.external_data_helper import uses_external_data
 
-from tests.corpus import CORPUS, CorpusModel, get, opaque_op_types, random_feeds, run_ort, save
+from tests.corpus import (
+    CORPUS,
+    CorpusModel,
+    algebra_node_counts,
+    get,
+    opaque_op_types,
+    params,
+    random_feeds,
+    run_ort,
+    save,
+)
 
 SOURCES = {"torch-legacy", "torch-dynamo", "onnx.helper"}
 MAX_PARAMS = 1_000_000
@@ -31,7 +41,7 @@ def _usable(corpus_entry: CorpusModel) -> CorpusModel:
     return corpus_entry
 
 
-@pytest.fixture(params=CORPUS, ids=lambda entry: entry.name)
+@pytest.fixture(params=params(CORPUS))
 def entry(request: pytest.FixtureRequest) -> CorpusModel:
     """Each corpus entry in turn."""
     return _usable(request.param)
@@ -99,6 +109,26 @@ def test_metadata_is_well_formed(entry: CorpusModel) -> None:
 def test_dynamic_inputs_require_input_shapes(entry: CorpusModel) -> None:
     with pytest.raises(ValueError, match="input_shapes"):
         random_feeds(_usable(entry).build())
+
+
+TORCH = [e for e in CORPUS if e.needs_torch]
+MIN_ALGEBRA_FRACTION = 0.98
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        pytest.param([e for e in TORCH if not e.slow], id="default-entries"),
+        pytest.param(TORCH, id="all-torch-entries", marks=pytest.mark.slow),
+    ],
+)
+def test_torch_exports_fall_inside_the_algebra(entries: list[CorpusModel]) -> None:
+    """Over the torch exports, at least 98% of the nodes left once import has folded constants and
+    shape-only arithmetic become algebra operators (issue 20); the rest run in ONNX Runtime."""
+    pytest.importorskip("torch")
+    counts = [algebra_node_counts(e.build(), e.input_shapes) for e in entries]
+    total, inside = sum(c[0] for c in counts), sum(c[1] for c in counts)
+    assert inside / total >= MIN_ALGEBRA_FRACTION, {e.name: c for e, c in zip(entries, counts) if c[0] != c[1]}
 
 
 def test_names_are_unique() -> None:

@@ -222,6 +222,39 @@ def test_generalization_quantifies_over_stride_and_padding():
     assert prove(general).status == "PROVED"
 
 
+def _world_rules(name: str, max_ops: int) -> set[str]:
+    """Canonical candidate texts of one default world, enumerated to `max_ops` operators."""
+    (world,) = [w for w in WORLDS if w.name == name]
+    graphs = [g for r in range(shard_count(world, 0)) for g in enumerate_shard(world, r, max_ops, 0)]
+    return {cand.canonical(cand.rule_of(g, rep))[1] for g, rep in cand.pair(graphs)}
+
+
+def test_the_select_world_pairs_the_slices_of_a_fused_projection_with_separate_projections():
+    rules = _world_rules("select", 4)  # its max-ops 3 and one deeper
+    piece = "slice(matmul(a, concat(b, c, axis=1)), starts=[{}], ends=[{}], axes=[2], steps=[1])"
+    merge = (f"({piece.format(0, 'dim(b, 1)')}, {piece.format('dim(b, 1)', 'dim(b, 1) + dim(c, 1)')}) == "
+             "(matmul(a, b), matmul(a, c))")
+    assert merge in rules
+    assert prove(parse_rule(merge)).status == "PROVED"
+
+
+def test_the_activation_world_moves_clip_through_concat_and_generalizes_its_bounds():
+    clip = "clip({}, min=0.0, max=6.0)"
+    rule = f"concat({clip.format('a')}, {clip.format('b')}, axis=0) == {clip.format('concat(a, b, axis=0)')}"
+    assert rule in _world_rules("activation", 3)
+    general = generalize(parse_rule(rule), attempts(parse_rule(rule))[0])
+    assert format_rule(general).count("?") == 6  # each clip's two bounds, the axis literal
+    assert prove(general).status == "PROVED"
+
+
+def test_the_reduce_world_moves_a_mean_through_concat_of_another_axis():
+    rules = _world_rules("reduce", 3)
+    mean = "reduce_mean({}, axes=[1], keepdims=true)"
+    text = f"concat({mean.format('a')}, {mean.format('b')}, axis=0) == {mean.format('concat(a, b, axis=0)')}"
+    assert text in rules
+    assert prove(parse_rule(text)).status == "PROVED"
+
+
 def test_generalization_leaves_tied_values_literal():
     rule = parse_rule("avgpool2d(a, kernel=[3, 3], stride=[1, 1], pad=[1, 1, 1, 1], count_include_pad=true) == "
                       "conv2d(a, const_pool(channels=dim(a, 1), kernel=[3, 3]), stride=[1, 1], pad=[1, 1, 1, 1], "

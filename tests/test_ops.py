@@ -137,6 +137,10 @@ CASES = [
     case("conv2d", (1, 6, 5, 5), (3, 2, 3, 3), groups=3),
     case("conv2d", (2, 4, 6, 6), (4, 1, 3, 3), groups=4, pad=1),
     case("conv2d", (1, 4, 6, 6), (8, 1, 3, 3), groups=4, stride=2),
+    case("conv_transpose2d", X4, (3, 4, 3, 3)),
+    case("conv_transpose2d", X4, (3, 2, 3, 2), (2,), stride=(2, 3), pad=(1, 0, 2, 1), output_padding=(1, 2)),
+    case("conv_transpose2d", (1, 4, 5, 5), (4, 3, 3, 3), groups=2, stride=(2, 1), dilation=(3, 2),
+         output_padding=(1, 0), opset=11),
     case("conv2d", X4, (4, 3, 3, 3), (4,)),
     case("conv2d", (1, 4, 5, 5), (6, 2, 3, 3), (6,), groups=2, act="relu"),
     *(case("conv2d", X4, (4, 3, 3, 3), act=act) for act in ("relu", "sigmoid", "tanh")),
@@ -242,6 +246,16 @@ CASES = [
     case("cast", (2, 3), to="float64"),
     case("cast", (2, 3), to="float32", dtype="float64"),
     case("cast", (2, 3), to="float32"),
+    # -- resize --
+    *(case("resize", (1, 2, 4, 5), sizes=(1, 2, 8, 3), mode=m, coordinate_transformation_mode=c, opset=o)
+      for m in ("nearest", "linear") for c in ("half_pixel", "asymmetric", "align_corners") for o in (11, 13, 19)),
+    case("resize", (1, 2, 3, 5), sizes=(1, 2, 4, 7), scale_num=(1, 1, 3, 3), scale_den=(1, 1, 2, 2),
+         nearest_mode="floor", coordinate_transformation_mode="pytorch_half_pixel"),
+    case("resize", (2, 3, 4), sizes=(4, 6, 8), coordinate_transformation_mode="asymmetric", nearest_mode="floor",
+         opset=9),
+    case("resize", (1, 1, 4, 6), sizes=(1, 1, 8, 3), mode="linear", coordinate_transformation_mode="asymmetric",
+         opset=10),
+    case("resize", (4, 6), sizes=(8, 12), dtype="int32"),
 ]
 
 
@@ -332,6 +346,11 @@ BAD_CASES = [
     bad("conv2d", (1, 3, 5, 5), (4, 3, 3, 3), act="gelu", error=AttrError),
     bad("conv2d", (1, 3, 5, 5), (4, 3, 3, 3), padding=1, error=AttrError),
     bad("conv2d", (1, 3, 5, 5), (4, 3, 3, 3), dtype="int32"),
+    bad("conv_transpose2d", (1, 3, 5, 5), (4, 2, 3, 3)),
+    bad("conv_transpose2d", (1, 3, 5, 5), (3, 2, 3, 3), groups=2),
+    bad("conv_transpose2d", (1, 4, 5, 5), (4, 2, 3, 3), (3,), groups=2),
+    bad("conv_transpose2d", (1, 3, 2, 2), (3, 2, 1, 1), pad=(1, 0, 1, 0)),
+    bad("conv_transpose2d", (1, 3, 5, 5), (3, 2, 3, 3), dilation=2, output_padding=1, error=AttrError),
     bad("maxpool2d", (1, 3, 5, 5), kernel=2, dtype="int32"),
     bad("avgpool2d", (1, 3, 5, 5), kernel=2, dtype="int8"),
     bad("global_avgpool", (1, 3, 5, 5), dtype="int64"),
@@ -418,6 +437,11 @@ BAD_CASES = [
     bad("select", (2, 3), (2, 3)),
     bad("cast", (2, 3), to="float64", dtype="int32"),
     bad("cast", (2, 3), to="int32", error=AttrError),
+    bad("resize", (2, 3), sizes=(4,)),
+    bad("resize", (2, 3), sizes=(4, 6), scale_num=(2, 3), scale_den=(1, 1)),
+    bad("resize", (2, 3), sizes=(4, 6), mode="cubic", error=AttrError),
+    bad("resize", (2, 3), sizes=(4, 0), error=AttrError),
+    bad("resize", (2, 3), sizes=(4, 6), mode="linear", dtype="int32"),
 ]
 
 
@@ -495,6 +519,11 @@ IMPORT_CASES = [
     *(onnx_case("Conv", [(1, 3, 7, 6), (4, 3, k, 2)], "conv2d", auto_pad=p, strides=[2, s])
       for p in ("SAME_UPPER", "SAME_LOWER", "VALID") for k, s in ((3, 1), (2, 2))),
     onnx_case("Conv", [(1, 3, 7, 6), (4, 3, 3, 3)], "conv2d", auto_pad="VALID", dilations=[2, 1]),
+    onnx_case("ConvTranspose", [(1, 4, 5, 6), np.ones((4, 3, 3, 2), F32), (6,)], "conv_transpose2d", group=2,
+              strides=[2, 3], pads=[1, 0, 0, 1], output_padding=[1, 2], dilations=[1, 2]),
+    onnx_case("ConvTranspose", [(1, 2, 4, 5), (2, 3, 3, 3)], "conv_transpose2d", strides=[2, 2], output_shape=[8, 10]),
+    onnx_case("ConvTranspose", [(1, 2, 4, 5), (2, 3, 3, 3)], "conv_transpose2d", opset=9, strides=[2, 2],
+              auto_pad="SAME_UPPER"),
     onnx_case("MaxPool", [(1, 3, 7, 6)], "maxpool2d", kernel_shape=[3, 2], strides=[2, 2], pads=[1, 0, 1, 1]),
     onnx_case("MaxPool", [(1, 3, 7, 6)], "maxpool2d", kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1),
     onnx_case("MaxPool", [(1, 3, 7, 6)], "maxpool2d", kernel_shape=[2, 3], strides=[2, 2], auto_pad="SAME_UPPER"),
@@ -578,6 +607,15 @@ IMPORT_CASES = [
     onnx_case("Where", [np.array([[True, False, True]]), (2, 3), (2, 1)], "select"),
     onnx_case("Where", [np.array([True, False, False]), (3,), np.array(0.0, F32)], "select", opset=9),
     onnx_case("Cast", [(2, 3)], "", to=TensorProto.FLOAT),
+    # -- resize --
+    onnx_case("Upsample", [(1, 2, 3, 4)], "resize", opset=7, scales=[1.0, 1.0, 2.0, 3.0]),
+    onnx_case("Upsample", [(1, 2, 3, 4), arr(1, 1, 2, 2, dtype=F32)], "resize", opset=9, mode="linear"),
+    onnx_case("Resize", [(1, 2, 3, 4), arr(1, 1, 2, 0.5, dtype=F32)], "resize", opset=10),
+    onnx_case("Resize", [(1, 2, 3, 4), arr(dtype=F32), arr(dtype=F32), arr(1, 2, 5, 7)], "resize", opset=11,
+              mode="linear", coordinate_transformation_mode="align_corners"),
+    onnx_case("Resize", [(1, 2, 3, 4), None, arr(1, 1, 1.5, 2, dtype=F32)], "resize", opset=13, nearest_mode="ceil"),
+    onnx_case("Resize", [(1, 2, 3, 4), None, None, arr(6, 2)], "resize", opset=18, axes=[2, 3], mode="linear"),
+    onnx_case("Resize", [(1, 2, 3, 4), None, arr(2, 2, dtype=F32)], "opaque", opset=18, axes=[2, 3], mode="cubic"),
 ]
 
 

@@ -398,7 +398,7 @@ def test_every_small_suite_model_optimizes_to_the_same_outputs(name: str):
     _optimize_and_compare(model, None, random_feeds(imported.graph))
 
 
-@pytest.mark.parametrize("entry", corpus.CORPUS, ids=lambda e: e.name)
+@pytest.mark.parametrize("entry", corpus.params(corpus.CORPUS))
 def test_every_corpus_model_optimizes_to_the_same_outputs(entry: corpus.CorpusModel, tmp_path: Path):
     """Models written by other tools (opaque nodes, subgraphs, old opsets) come through unharmed."""
     if entry.needs_torch:

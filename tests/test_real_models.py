@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from taso_py.cli import main
-from tests.corpus import CORPUS, CorpusModel, save
+from tests.corpus import CORPUS, CorpusModel, params, save
 
 REAL = [e for e in CORPUS if e.source.startswith("torch") or e.opaque_ops]
 
@@ -29,7 +29,19 @@ def test_the_corpus_holds_enough_architectures() -> None:
     assert len(nets) >= 10, sorted(nets)
 
 
-@pytest.mark.parametrize("entry", REAL, ids=[e.name for e in REAL])
+def test_twelve_architectures_come_from_both_exporters() -> None:
+    """Issue 20: at least twelve architectures (a net and its arguments) exported by the legacy
+    TorchScript exporter at opset 17 and by dynamo at opset 18."""
+    exports: dict[tuple, set[tuple[str, int]]] = {}
+    for e in CORPUS:
+        if e.source.startswith("torch"):
+            net, args = e.build.__wrapped__.args[:2]  # type: ignore[attr-defined]
+            exports.setdefault((net, args), set()).add((e.source, e.opset))
+    both = [arch for arch, made in exports.items() if {("torch-legacy", 17), ("torch-dynamo", 18)} <= made]
+    assert len(both) >= 12, sorted(both)
+
+
+@pytest.mark.parametrize("entry", params(REAL))
 def test_optimize_compile_and_run_check(tmp_path: Path, entry: CorpusModel) -> None:
     path = save(entry.build(), tmp_path / "m.onnx", external_data=entry.external_data)
     before = path.read_bytes()

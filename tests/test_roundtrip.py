@@ -71,7 +71,7 @@ def test_suite_full_roundtrip(name: str) -> None:
     check_suite_model(name, "full", reference=False)
 
 
-@pytest.mark.parametrize("entry", corpus.CORPUS, ids=lambda e: e.name)
+@pytest.mark.parametrize("entry", corpus.params(corpus.CORPUS))
 def test_corpus_roundtrip(entry: corpus.CorpusModel, tmp_path: Path) -> None:
     if entry.needs_torch:
         pytest.importorskip("torch")

@@ -28,6 +28,8 @@ OP_TERMS = {
     "gelu": "gelu(x, approximate=tanh)", "add": "add(x, y)", "mul": "mul(x, y)", "sub": "sub(x, y)",
     "div": "div(x, y)", "scalar_mul": "scalar_mul(x, scale=?s)", "matmul": "matmul(x, y)",
     "conv2d": "conv2d(x, y, z, stride=[?a, ?b], pad=[?c, 0, 1, ?d], dilation=[1, ?e], groups=?g, act=relu)",
+    "conv_transpose2d": "conv_transpose2d(x, y, z, stride=[?a, ?b], pad=[?c, 0, 1, ?d], output_padding=[?e, 0], "
+                        "dilation=[1, ?f], groups=?g)",
     "maxpool2d": "maxpool2d(x, kernel=[?a, 2], stride=[?b, 1], pad=[?c, 0, 0, 1])",
     "avgpool2d": "avgpool2d(x, kernel=[?a, 2], stride=[?b, 1], pad=[?c, 0, 0, 1], count_include_pad=?f)",
     "global_avgpool": "global_avgpool(x)", "enlarge": "enlarge(x, kernel=[?a, ?b])",
@@ -49,6 +51,8 @@ OP_TERMS = {
     # -- indexing: slice, gather, expand, select, cast (issue 20) --
     "slice": "slice(x, starts=[?a, -1], ends=[?c, -100], axes=[?k, ?j], steps=[?s, -1])",
     "gather": "gather(x, indices=[?i, -1], shape=[2], axis=?k)", "expand": "expand(x, shape=[?a, ?b, ?c])",
+    # -- resize --
+    "resize": "resize(x, sizes=[?a, 3], mode=linear, coordinate_transformation_mode=align_corners)",
 }
 
 

@@ -15,6 +15,7 @@ from taso_py.codegen.topi.registry import (
 __all__ = ["COMPUTE", "SCHEDULE", "compute", "register_compute", "register_schedule", "schedule_group"]
 from taso_py.codegen.topi import (  # noqa: F401  (register)
     constants,
+    conv_transpose,
     cuda,
     elementwise,
     indexing,
@@ -23,5 +24,6 @@ from taso_py.codegen.topi import (  # noqa: F401  (register)
     norm,
     pool,
     reduce,
+    resize,
     winograd,
 )

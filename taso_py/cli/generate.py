@@ -14,12 +14,12 @@ from taso_py.cli.common import emit_json, json_option
 from taso_py.errors import InputError
 from taso_py.generator.executor import make_executor
 from taso_py.generator.pipeline import Checkpoint, Settings, generate
-from taso_py.generator.world import GEN_OPS, TASO_OPS
+from taso_py.generator.world import GEN_OPS, LIBRARY_OPS
 
 
 def _ops(value: str | None) -> tuple[str, ...]:
     if not value:
-        return TASO_OPS
+        return LIBRARY_OPS
     chosen = tuple(v.strip() for v in value.split(",") if v.strip())
     unknown = [o for o in chosen if o not in GEN_OPS]
     if unknown:
@@ -31,7 +31,8 @@ def _ops(value: str | None) -> tuple[str, ...]:
 @click.command("generate-rules")
 @click.option("--max-ops", type=click.IntRange(1, 6), default=3, show_default=True,
               help="Largest graph (operators, constants included) on either side of a rule.")
-@click.option("--ops", "op_list", metavar="A,B,...", help="Operators to enumerate (default: TASO's set).")
+@click.option("--ops", "op_list", metavar="A,B,...",
+              help="Operators to enumerate (default: the shipped library's: TASO's, activations, slices, reductions).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Local worker processes (default: all cores).")
 @click.option("--scheduler", metavar="ADDRESS", help="Run the shards on a Dask scheduler, e.g. tcp://host:8786.")

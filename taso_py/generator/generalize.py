@@ -2,7 +2,7 @@
 
 Generated rules carry the literal attributes of the graphs they came from (`stride=[1, 1]`,
 `act=relu`, `scale=0.5`). For each attribute that models vary (convolution and pooling
-windows, fused activations, scales), every distinct literal value becomes attribute
+windows, fused activations, scales, activation bounds and slopes), every distinct literal value becomes attribute
 variables, and the verifier is asked again. A rule that stays PROVED replaces the literal one,
 and the literal rules it covers collapse into it by their canonical text.
 """
@@ -19,6 +19,7 @@ PARAMETRIC = {
     ("maxpool2d", "kernel"), ("maxpool2d", "stride"), ("maxpool2d", "pad"),
     ("avgpool2d", "kernel"), ("avgpool2d", "stride"), ("avgpool2d", "pad"),
     ("scalar_mul", "scale"),
+    ("clip", "min"), ("clip", "max"), ("leaky_relu", "alpha"), ("hardsigmoid", "alpha"), ("hardsigmoid", "beta"),
 }
 
 

@@ -21,7 +21,7 @@ from taso_py.generator import implied
 from taso_py.generator.enumerate import Graph, enumerate_shard, shard_count, trivial_graphs
 from taso_py.generator.executor import Executor
 from taso_py.generator.generalize import attempts, generalize
-from taso_py.generator.world import TASO_OPS, WORLDS, World
+from taso_py.generator.world import LIBRARY_OPS, WORLDS, World
 from taso_py.library.proof import ProofRecord, Status
 from taso_py.library.store import Entry, Library
 from taso_py.library.syntax import format_rule, parse_rule
@@ -34,16 +34,17 @@ Progress = Callable[[str, int], Callable[[int], None]]  # (stage, total) -> adva
 @dataclass
 class Settings:
     max_ops: int = 3
-    ops: tuple[str, ...] = TASO_OPS
+    ops: tuple[str, ...] = LIBRARY_OPS
     seed: int = 0
     timeout: float = 10.0  # per proof
 
     def worlds(self) -> list[World]:
-        """The default worlds restricted to the chosen operators (a world left with none is dropped)."""
+        """The default worlds restricted to the chosen operators (a world left with none, or with none of
+        those it exists for, is dropped)."""
         out = []
         for w in WORLDS:
             chosen = tuple(o for o in w.ops if o in self.ops)
-            if chosen:
+            if chosen and (not w.purpose or set(w.purpose) & set(chosen)):
                 out.append(replace(w, ops=chosen))
         return out
 

@@ -44,6 +44,8 @@ class World:
     # world stays whole where it is cheap and keeps to the operators models merge beyond that
     narrow_above: int | None = None
     narrow_ops: tuple[str, ...] = ()
+    # the operators the world exists for: chosen without any of them, it only repeats the others' rules
+    purpose: tuple[str, ...] = ()
 
     def may_apply(self, op: str, weights_only: bool) -> bool:
         allowed = self.weight_ops if weights_only else self.data_ops
@@ -148,6 +150,29 @@ def _enlarge(args: Sequence[ArgView], world: World) -> Iterator[AttrChoice]:
         yield {"kernel": (3, 3)}
 
 
+def _defaults(args: Sequence[ArgView], world: World) -> Iterator[AttrChoice]:
+    """ONNX's defaults (hardsigmoid's alpha and beta, leaky_relu's slope, gelu's erf form)."""
+    yield {}
+
+
+def _clip(args: Sequence[ArgView], world: World) -> Iterator[AttrChoice]:
+    yield {"min": 0.0, "max": 6.0}  # ReLU6, the bound models use
+
+
+def _slice(args: Sequence[ArgView], world: World) -> Iterator[AttrChoice]:
+    """Each part of an axis a concatenation joined, as split cuts it: a fused projection's pieces.
+    Not right after the concatenation (axioms `slice-concat-*`)."""
+    for choice in _split(args, world):
+        head, tail = choice["sizes"]
+        yield {"starts": (0,), "ends": (head,), "axes": (choice["axis"],), "steps": (1,)}
+        yield {"starts": (head,), "ends": (head + tail,), "axes": (choice["axis"],), "steps": (1,)}
+
+
+def _reduce(args: Sequence[ArgView], world: World) -> Iterator[AttrChoice]:
+    for axis in range(len(args[0].shape)):
+        yield {"axes": (axis,), "keepdims": True}
+
+
 def _data_channels(world: World) -> Iterator[CDim]:
     for i in world.inputs:
         if len(i.shape) == 4 and not i.weight:
@@ -186,6 +211,14 @@ CHOICES: dict[str, Choices] = {
     "avgpool2d": Choices(_avgpool, needs=("data",)),
     "enlarge": Choices(_enlarge),
     "const_imm": Choices(_const_imm),
+    "clip": Choices(_clip),
+    "hardsigmoid": Choices(_defaults),
+    "leaky_relu": Choices(_defaults),
+    "gelu": Choices(_defaults),
+    "slice": Choices(_slice),
+    "reduce_mean": Choices(_reduce),
+    "reduce_sum": Choices(_reduce),
+    "reduce_max": Choices(_reduce),
     "const_iconv": Choices(_channel_constant),
     "const_pool": Choices(_channel_constant),
 }
@@ -204,9 +237,13 @@ def gen_op(op: OpDef) -> GenOp | None:
 
 GEN_OPS: dict[str, GenOp] = {g.name: g for g in map(gen_op, ops.OPS.values()) if g is not None}
 
-# TASO's operator set, the default of `taso generate-rules`
+# TASO's operator set
 TASO_OPS = ("matmul", "add", "mul", "relu", "scalar_mul", "transpose", "concat", "split", "conv2d", "maxpool2d",
             "avgpool2d", "enlarge", "const_imm", "const_iconv", "const_pool")
+
+_ACTIVATION_OPS = ("concat", "split", "clip", "hardswish", "hardsigmoid", "silu", "leaky_relu", "gelu", "sigmoid",
+                   "tanh")
+_REDUCE_OPS = ("reduce_mean", "reduce_sum", "reduce_max")
 
 # The default worlds. Dims are small (fast fingerprints) but distinct where roles differ.
 # The two wide worlds have every operator up to three; beyond, only the operators of the merges
@@ -233,4 +270,17 @@ WORLDS: tuple[World, ...] = (
           data_ops=("conv2d", "split")),
     World("dense", (Input("x", (2, 3, 4)), Input("w", (4, 5), weight=True), Input("v", (4, 5), weight=True)),
           ("matmul", "concat", "split"), extra_ops=1, weight_ops=("concat",), data_ops=("matmul", "split")),
+    # The operators of mobile and transformer models where they meet the merges: activations through
+    # concat and split as relu goes; exporters' slices of a fused projection (its pieces as separate
+    # projections, and back); reductions over concatenated inputs.
+    World("activation", (Input("a", (2, 4)), Input("b", (2, 4))),
+          _ACTIVATION_OPS, purpose=_ACTIVATION_OPS[2:]),
+    World("select", (Input("x", (2, 3, 4)), Input("w", (4, 5), weight=True), Input("v", (4, 3), weight=True)),
+          ("matmul", "concat", "slice"), extra_ops=1, weight_ops=("concat",), data_ops=("matmul", "slice"),
+          purpose=("slice",)),
+    World("reduce", (Input("a", (2, 4)), Input("b", (2, 4)), Input("c", (3, 4))),
+          ("concat", "add", *_REDUCE_OPS), narrow_above=2, narrow_ops=("concat", *_REDUCE_OPS), purpose=_REDUCE_OPS),
 )
+
+# The operators of the shipped library: TASO's and those of the worlds above
+LIBRARY_OPS = (*TASO_OPS, *_ACTIVATION_OPS[2:], "slice", *_REDUCE_OPS)

@@ -7,17 +7,17 @@ everything else in taso-py reads this table.
 from __future__ import annotations
 
 from taso_py.errors import InputError
-from taso_py.ops import constants, conv, elementwise, indexing, layout, linalg, norm, reduce, structural
+from taso_py.ops import constants, conv, elementwise, indexing, layout, linalg, norm, reduce, resize, structural
 from taso_py.ops.schema import Axiom, Fusion, NoAttrs, OpDef
 
 OPS: dict[str, OpDef] = {
     op.name: op
-    for family in (elementwise, linalg, conv, layout, norm, reduce, indexing, constants, structural)
+    for family in (elementwise, linalg, conv, layout, norm, reduce, indexing, resize, constants, structural)
     for op in family.OPS
 }
 
 AXIOMS: dict[str, Axiom] = {
-    **{axiom.name: axiom for family in (elementwise, linalg, conv, layout, norm, reduce, indexing)
+    **{axiom.name: axiom for family in (elementwise, linalg, conv, layout, norm, reduce, indexing, resize)
        for axiom in family.AXIOMS},
     # an entry's definition by other operators is an axiom too
     **{f"{op.name}-def": Axiom(f"{op.name}-def", f"{op.name}({', '.join(op.inputs)}) == {op.defined_as}",

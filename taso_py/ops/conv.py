@@ -1,4 +1,4 @@
-"""Convolution and pooling over NCHW tensors, and TASO's kernel `enlarge`."""
+"""Convolution, transposed convolution and pooling over NCHW tensors, and TASO's kernel `enlarge`."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from taso_py.ops.onnx_map import (
     direct_import,
 )
 from taso_py.ops.schema import Axiom, Fusion, OpDef, float_only, int_tuple, same_dtype, set_attr
-from taso_py.ops.symbolic import INT, Arith, ScalarDomain, SymShape, window
+from taso_py.ops.symbolic import INT, Arith, Dim, ScalarDomain, SymShape, window
 from taso_py.types import TensorType
 
 ACTS = ("none", *ACTIVATIONS)
@@ -45,6 +45,30 @@ class Conv2dAttrs:
             raise AttrError(f"groups must be >= 1, got {self.groups}")
         if self.act not in ACTS:
             raise AttrError(f"act must be one of {', '.join(ACTS)}, got {self.act!r}")
+
+
+@dataclass(frozen=True)
+class ConvTranspose2dAttrs:
+    """ONNX ConvTranspose's: pads (top, left, bottom, right) crop the full output, `output_padding`
+    adds rows and columns at its end, fewer than the stride (ONNX Runtime refuses more, even where torch
+    allows up to the dilation)."""
+
+    stride: tuple[int, int] = (1, 1)
+    pad: tuple[int, int, int, int] = (0, 0, 0, 0)
+    output_padding: tuple[int, int] = (0, 0)
+    dilation: tuple[int, int] = (1, 1)
+    groups: int = 1
+
+    def __post_init__(self) -> None:
+        set_attr(self, "stride", int_tuple(self.stride, 2, "stride", low=1))
+        set_attr(self, "pad", int_tuple(self.pad, 4, "pad", low=0))
+        set_attr(self, "output_padding", int_tuple(self.output_padding, 2, "output_padding", low=0))
+        set_attr(self, "dilation", int_tuple(self.dilation, 2, "dilation", low=1))
+        set_attr(self, "groups", int(self.groups))
+        if self.groups < 1:
+            raise AttrError(f"groups must be >= 1, got {self.groups}")
+        if any(p >= s for p, s in zip(self.output_padding, self.stride)):
+            raise AttrError(f"output_padding {self.output_padding} must be less than the stride {self.stride}")
 
 
 @dataclass(frozen=True)
@@ -162,6 +186,68 @@ def _convolve(xs: Sequence[np.ndarray], a: Conv2dAttrs) -> np.ndarray:
     if len(xs) == 3:
         out = out + xs[2].reshape(1, o, 1, 1)
     return out
+
+
+def transposed_size(size: Dim, kernel: Dim, stride: Dim, pad0: Dim, pad1: Dim, dilation: Dim,
+                    output_padding: Dim) -> Dim:
+    """Output length of a transposed convolution (over ints or symbolic terms): the full scatter, cropped."""
+    return (size - 1) * stride + dilation * (kernel - 1) + 1 + output_padding - pad0 - pad1
+
+
+def _conv_transpose_shape(in_types: Sequence[TensorType], a: ConvTranspose2dAttrs) -> tuple[TensorType, ...]:
+    same_dtype(in_types)
+    float_only(in_types[0])
+    n, c, h, w = _nchw(in_types[0])
+    ci, opg, kh, kw = _nchw(in_types[1], "weight")
+    if ci != c or c % a.groups:
+        raise ShapeError(f"{c} input channels, weight {[ci, opg, kh, kw]} and groups={a.groups} do not fit")
+    o = opg * a.groups
+    if len(in_types) == 3 and in_types[2].known_shape != (o,):
+        raise ShapeError(f"bias must have shape [{o}], got {list(in_types[2].known_shape)}")
+    ho, wo = (transposed_size(size, k, a.stride[i], a.pad[i], a.pad[i + 2], a.dilation[i], a.output_padding[i])
+              for i, (size, k) in enumerate(((h, kh), (w, kw))))
+    if ho < 1 or wo < 1:
+        raise ShapeError(f"pads {list(a.pad)} crop the whole output")
+    return (TensorType((n, o, ho, wo), in_types[0].dtype),)
+
+
+def _sym_conv_transpose(s: Sequence[tuple], a: ConvTranspose2dAttrs, A: Arith) -> SymShape | None:
+    if len(s[0]) != 4 or len(s[1]) != 4 or (len(s) == 3 and len(s[2]) != 1):
+        return None
+    (n, c, h, w), (ci, opg, kh, kw) = s[0], s[1]
+    ho, wo = (transposed_size(size, k, a.stride[i], a.pad[i], a.pad[i + 2], a.dilation[i], a.output_padding[i])
+              for i, (size, k) in enumerate(((h, kh), (w, kw))))
+    conds = (ho >= 1, wo >= 1, a.groups >= 1, ci == c, A.mod(c, a.groups) == 0,
+             *(v >= 1 for v in (*a.stride, *a.dilation)), *(p >= 0 for p in (*a.pad, *a.output_padding)),
+             *(p < st for p, st in zip(a.output_padding, a.stride)))
+    if len(s) == 3:
+        conds += (s[2][0] == opg * a.groups,)
+    return ((n, opg * a.groups, ho, wo),), conds
+
+
+def _convolve_transpose(xs: Sequence[np.ndarray], a: ConvTranspose2dAttrs) -> np.ndarray:
+    """Each kernel tap scatters a channel mix of the whole input onto a strided grid of the full
+    output, which the pads then crop; numpy calls that also work on object arrays (the verifier's)."""
+    x, w = xs[0], xs[1]
+    n, c, h, wd = x.shape
+    _, opg, kh, kw = w.shape
+    g, (sh, sw), (dh, dw) = a.groups, a.stride, a.dilation
+    full = np.zeros((n, g * opg, (h - 1) * sh + dh * (kh - 1) + 1 + a.output_padding[0],
+                     (wd - 1) * sw + dw * (kw - 1) + 1 + a.output_padding[1]), dtype=x.dtype)
+    xg, wg = x.reshape(n, g, c // g, h, wd), w.reshape(g, c // g, opg, kh, kw)
+    for ky in range(kh):
+        for kx in range(kw):
+            tap = np.einsum("ngchw,gco->ngohw", xg, wg[..., ky, kx], optimize=True).reshape(n, g * opg, h, wd)
+            full[:, :, ky * dh: ky * dh + (h - 1) * sh + 1: sh, kx * dw: kx * dw + (wd - 1) * sw + 1: sw] += tap
+    top, left, bottom, right = a.pad
+    out = full[:, :, top: full.shape[2] - bottom, left: full.shape[3] - right]
+    if len(xs) == 3:
+        out = out + xs[2].reshape(1, g * opg, 1, 1)
+    return out
+
+
+def _conv_transpose_ref(xs: Sequence[np.ndarray], a: ConvTranspose2dAttrs) -> tuple[np.ndarray, ...]:
+    return (np.ascontiguousarray(_convolve_transpose(xs, a), dtype=xs[0].dtype),)
 
 
 def _pool_shape(in_types: Sequence[TensorType], a: MaxPoolAttrs) -> tuple[TensorType, ...]:
@@ -368,6 +454,53 @@ def _export_conv(ctx: ExportContext, node: ExportNode) -> None:
     ACTIVATIONS[a.act].onnx.export(ctx, ExportNode([y], node.outputs, None, node.out_types, node.out_types))
 
 
+def _import_conv_transpose(ctx: ImportContext) -> tuple:
+    """Both opset forms (1 and 11+): `output_shape` becomes pads (and output padding where it asks
+    for more than the full output, as ONNX Runtime computes it), `auto_pad` SAME_* pads to input x stride."""
+    _require_2d(ctx)
+    x_hw, kernel = ctx.type(0).known_shape[2:], ctx.type(1).known_shape[2:]
+    if tuple(ctx.attr("kernel_shape", kernel)) != tuple(kernel):
+        raise Unsupported(f"ConvTranspose with kernel_shape {ctx.attr('kernel_shape')} unlike its weight's {kernel}")
+    stride = int_tuple(ctx.attr("strides", 1), 2, "strides")
+    dilation = int_tuple(ctx.attr("dilations", 1), 2, "dilations")
+    extra = list(int_tuple(ctx.attr("output_padding", 0), 2, "output_padding"))
+    auto = ctx.attr("auto_pad", "NOTSET") or "NOTSET"
+    if auto not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        raise Unsupported(f"auto_pad={auto}")
+    wanted = ctx.attr("output_shape")
+    if wanted is None and auto.startswith("SAME"):
+        if any(extra):  # ONNX Runtime then ignores output_padding in the size, onnx's shape inference does not
+            raise Unsupported("ConvTranspose with auto_pad SAME_* and output_padding")
+        wanted = [size * st for size, st in zip(x_hw, stride)]
+    if wanted is None:
+        pad = (0, 0, 0, 0) if auto == "VALID" else int_tuple(ctx.attr("pads", (0, 0, 0, 0)), 4, "pads")
+    else:
+        if len(wanted) != 2:
+            raise Unsupported(f"ConvTranspose with output_shape {list(wanted)} (2 spatial sizes expected)")
+        begins, ends = [], []
+        for i in range(2):
+            total = transposed_size(x_hw[i], kernel[i], stride[i], 0, 0, dilation[i], extra[i]) - int(wanted[i])
+            if total < 0 and ctx.attr("output_shape") is not None:  # a larger output: more output padding
+                extra[i], total = extra[i] - total, 0
+            total = max(total, 0)  # SAME_* on a kernel shorter than the stride: the full output
+            small, large = total // 2, total - total // 2
+            begins.append(small if auto == "SAME_UPPER" else large)
+            ends.append(large if auto == "SAME_UPPER" else small)
+        pad = (begins[0], begins[1], ends[0], ends[1])
+    inputs = [ctx.input(i) for i in range(ctx.n_inputs) if ctx.input(i) is not None]
+    return ctx.add("conv_transpose2d", inputs, stride=stride, pad=pad, output_padding=tuple(extra),
+                   dilation=dilation, groups=ctx.attr("group", 1))
+
+
+def _export_conv_transpose(ctx: ExportContext, node: ExportNode) -> None:
+    a: ConvTranspose2dAttrs = node.attrs
+    attrs = dict(kernel_shape=list(node.in_types[1].known_shape[2:]), strides=list(a.stride), pads=list(a.pad),
+                 dilations=list(a.dilation), group=a.groups)
+    if any(a.output_padding):
+        attrs["output_padding"] = list(a.output_padding)
+    ctx.emit("ConvTranspose", node.inputs, node.outputs, **attrs)
+
+
 def _pool_import(op: str) -> object:
     def translate(ctx: ImportContext) -> tuple:
         _require_2d(ctx)
@@ -401,6 +534,12 @@ def _conv_flops(ins: Sequence[TensorType], outs: Sequence[TensorType], _a: objec
     return 2 * outs[0].size * cin_per_group * kh * kw
 
 
+def _conv_transpose_flops(ins: Sequence[TensorType], _outs: Sequence[TensorType], _a: object) -> int:
+    """Every input element meets every tap of its group's output channels."""
+    _, opg, kh, kw = ins[1].known_shape
+    return 2 * ins[0].size * opg * kh * kw
+
+
 def _pool_flops(_ins: Sequence[TensorType], outs: Sequence[TensorType], a: MaxPoolAttrs | AvgPoolAttrs) -> int:
     return outs[0].size * a.kernel[0] * a.kernel[1]
 
@@ -410,6 +549,13 @@ conv2d = OpDef(
     fusion=Fusion.COMPLEX_OUT_FUSABLE, onnx=OnnxMapping({"Conv": _import_conv}, _export_conv),
     sym_shape=_sym_conv, sym_value=_conv_sym,
     doc="2-D convolution, NCHW x and OIHW weight, optional bias, groups, fused activation",
+)
+conv_transpose2d = OpDef(
+    "conv_transpose2d", ("x", "w", "b"), optional=1, shape=_conv_transpose_shape, flops=_conv_transpose_flops,
+    ref=_conv_transpose_ref, attrs=ConvTranspose2dAttrs, fusion=Fusion.COMPLEX_OUT_FUSABLE,
+    onnx=OnnxMapping({"ConvTranspose": _import_conv_transpose}, _export_conv_transpose),
+    sym_shape=_sym_conv_transpose, sym_value=lambda xs, a, _D: (_convolve_transpose(xs, a),),
+    doc="2-D transposed convolution, NCHW x and (C_in, C_out/groups, kH, kW) weight, optional bias, groups",
 )
 maxpool2d = OpDef(
     "maxpool2d", ("x",), shape=_pool_shape, flops=_pool_flops, ref=_maxpool_ref, attrs=MaxPoolAttrs,
@@ -438,11 +584,14 @@ enlarge = OpDef(
     doc="zero-pad a conv kernel, centered, to a larger kernel size (TASO's enlarge)",
 )
 
-OPS = (conv2d, maxpool2d, avgpool2d, global_avgpool, enlarge)
+OPS = (conv2d, conv_transpose2d, maxpool2d, avgpool2d, global_avgpool, enlarge)
 
 _CONV = "stride=[?sh, ?sw], pad=[?pt, ?pl, ?pb, ?pr], dilation=[?dh, ?dw], groups=?g"  # any convolution
 _CONV1 = "stride=[?sh, ?sw], pad=[?pt, ?pl, ?pb, ?pr], dilation=[?dh, ?dw]"  # groups=1
 _POOL = "kernel=[?kh, ?kw], stride=[?sh, ?sw], pad=[?pt, ?pl, ?pb, ?pr]"
+# any transposed convolution, and one with groups=1
+_CT = "stride=[?sh, ?sw], pad=[?pt, ?pl, ?pb, ?pr], output_padding=[?oh, ?ow], dilation=[?dh, ?dw], groups=?g"
+_CT1 = "stride=[?sh, ?sw], pad=[?pt, ?pl, ?pb, ?pr], output_padding=[?oh, ?ow], dilation=[?dh, ?dw]"
 # Linearity needs equal heights and widths only: a batch (or a set of kernels) of one broadcasts
 # like a constant, and the channels are equal wherever both convolutions are defined.
 _SAME_HW = "dim(a, 2) == dim(b, 2), dim(a, 3) == dim(b, 3)"
@@ -501,6 +650,20 @@ AXIOMS = (
             "where dim(a, 2) % ?kh == 0",
             "windows that tile the height without overlap never straddle the seam") for pool in ("maxpool2d",
                                                                                                   "avgpool2d")),
+    Axiom("conv-transpose-add-weights", f"conv_transpose2d(x, add(a, b), {_CT}) == "
+          f"add(conv_transpose2d(x, a, {_CT}), conv_transpose2d(x, b, {_CT})) where {_SAME_HW}",
+          "a transposed convolution is linear in the weights"),
+    Axiom("conv-transpose-add-input", f"conv_transpose2d(add(a, b), w, {_CT}) == "
+          f"add(conv_transpose2d(a, w, {_CT}), conv_transpose2d(b, w, {_CT})) where {_SAME_HW}",
+          "and in the input (equal heights and widths, as for conv2d)"),
+    Axiom("conv-transpose-concat-batch", f"conv_transpose2d(concat(a, b, axis=0), w, {_CT}) == "
+          f"concat(conv_transpose2d(a, w, {_CT}), conv_transpose2d(b, w, {_CT}), axis=0)"),
+    Axiom("conv-transpose-concat-weights", f"conv_transpose2d(x, concat(a, b, axis=1), {_CT1}) == "
+          f"concat(conv_transpose2d(x, a, {_CT1}), conv_transpose2d(x, b, {_CT1}), axis=1)",
+          "output channels are independent (the weight's axis 1 holds them)"),
+    Axiom("conv-transpose-concat-channels", f"conv_transpose2d(concat(a, b, axis=1), concat(c, d, axis=0), {_CT1}) "
+          f"== add(conv_transpose2d(a, c, {_CT1}), conv_transpose2d(b, d, {_CT1})) where dim(a, 1) == dim(c, 0)",
+          "input channels contribute a sum"),
     Axiom("maxpool-relu", f"relu(maxpool2d(x, {_POOL})) == maxpool2d(relu(x), {_POOL})",
           "relu is monotone"),
 )

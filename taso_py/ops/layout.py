@@ -413,6 +413,10 @@ def _dims(name: str, rank: int) -> str:
     return "[" + ", ".join(f"?{name}{i}" for i in range(rank)) + "]"
 
 
+# element-wise functions with attributes (not fusable as a convolution's `act`), their attributes as variables
+_PARAMETRIC_UNARY = (("clip", ", min=?lo, max=?hi"), ("hardsigmoid", ", alpha=?a, beta=?b"),
+                     ("leaky_relu", ", alpha=?a"), ("gelu", ""))
+
 AXIOMS = (
     Axiom("concat-assoc", "concat(concat(a, b, axis=?k), c, axis=?k) == concat(a, concat(b, c, axis=?k), axis=?k)"),
     Axiom("split-concat-0", "split(concat(a, b, axis=?k), axis=?k, sizes=[dim(a, ?k), dim(b, ?k)])[0] == a",
@@ -443,6 +447,10 @@ AXIOMS = (
             f"split({act}(x), axis=?k, sizes=[?m, ?n])[{i}]") for act in ACTIVATIONS for i in (0, 1)),
     *(Axiom(f"{act}-transpose-{r}", f"{act}(transpose(x, perm={_perm(r)})) == transpose({act}(x), perm={_perm(r)})")
       for act in ACTIVATIONS for r in range(2, 5)),
+    *(Axiom(f"{op}-concat", f"{op}(concat(a, b, axis=?k){args}) == concat({op}(a{args}), {op}(b{args}), axis=?k)",
+            "element-wise functions with parameters act on each part too") for op, args in _PARAMETRIC_UNARY),
+    *(Axiom(f"{op}-split-{i}", f"{op}(split(x, axis=?k, sizes=[?m, ?n])[{i}]{args}) == "
+            f"split({op}(x{args}), axis=?k, sizes=[?m, ?n])[{i}]") for op, args in _PARAMETRIC_UNARY for i in (0, 1)),
     *(Axiom(f"transpose-{op}-{r}", f"transpose({op}(a, b), perm={_perm(r)}) == "
             f"{op}(transpose(a, perm={_perm(r)}), transpose(b, perm={_perm(r)}))",
             "operands of equal rank broadcast along the same axes before and after a transpose"

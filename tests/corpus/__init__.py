@@ -8,14 +8,23 @@ writes. Round-trip tests reuse ``random_feeds`` and ``run_ort``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import legacy, opaque, torch_models
-from .analysis import ALGEBRA_OPS, opaque_op_types
+from .analysis import ALGEBRA_OPS, algebra_node_counts, opaque_op_types
 from .model import CorpusModel
 from .runtime import random_feeds, run_ort, save
 
 CORPUS: list[CorpusModel] = [*torch_models.MODELS, *legacy.MODELS, *opaque.MODELS]
 
 _BY_NAME = {entry.name: entry for entry in CORPUS}
+
+
+def params(entries: list[CorpusModel]) -> list[Any]:
+    """``entries`` as pytest parameters named after them, those marked ``slow`` with pytest's slow mark."""
+    import pytest
+
+    return [pytest.param(e, id=e.name, marks=[pytest.mark.slow] if e.slow else []) for e in entries]
 
 
 def get(name: str) -> CorpusModel:
@@ -30,8 +39,10 @@ __all__ = [
     "ALGEBRA_OPS",
     "CORPUS",
     "CorpusModel",
+    "algebra_node_counts",
     "get",
     "opaque_op_types",
+    "params",
     "random_feeds",
     "run_ort",
     "save",

@@ -9,6 +9,8 @@ exporter's op patterns (ReLU6 -> Clip, depthwise convs, pre-activation BN,
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -308,3 +310,319 @@ def randomize_bn_stats(net: nn.Module, generator: torch.Generator) -> None:
                 module.bias.copy_(0.1 * torch.randn(n, generator=generator))
                 module.running_mean.copy_(0.1 * torch.randn(n, generator=generator))
                 module.running_var.copy_(0.5 + torch.rand(n, generator=generator))
+
+
+# ---- issue 20: classic backbones at narrow widths and small inputs, recurrent cells, transformers ----
+
+
+def _divisible(value: float, divisor: int = 8) -> int:
+    """torchvision's ``_make_divisible``: channels rounded to a multiple of 8, never 10% below ``value``."""
+    rounded = max(divisor, int(value + divisor / 2) // divisor * divisor)
+    return rounded + divisor if rounded < 0.9 * value else rounded
+
+
+class BasicBlock(nn.Module):
+    """ResNet basic block: two 3x3 conv-BN, identity or 1x1 conv-BN shortcut."""
+
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.body = nn.Sequential(*conv_bn(cin, cout, 3, stride), nn.ReLU(inplace=True), *conv_bn(cout, cout, 3))
+        self.shortcut = (
+            nn.Sequential(*conv_bn(cin, cout, 1, stride)) if stride != 1 or cin != cout else nn.Identity()
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.body(x) + self.shortcut(x))
+
+
+class ResNet18(nn.Module):
+    """ResNet-18: 7x7/2 stem, max pool, four stages of two basic blocks, global pool, fc."""
+
+    def __init__(self, widths: tuple[int, ...] = (8, 16, 32, 64), classes: int = 10) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [*conv_bn(3, widths[0], 7, 2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1)]
+        cin = widths[0]
+        for i, width in enumerate(widths):
+            layers += [BasicBlock(cin, width, 1 if i == 0 else 2), BasicBlock(width, width, 1)]
+            cin = width
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(cin, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
+class MobileNetV2(nn.Module):
+    """MobileNetV2's full inverted-residual table (t, c, n, s) at a quarter of the width."""
+
+    SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                (6, 320, 1, 1))
+
+    def __init__(self, width: float = 0.25, last: int = 128, classes: int = 10) -> None:
+        super().__init__()
+        cin = _divisible(32 * width)
+        layers: list[nn.Module] = [*conv_bn(3, cin, 3, 2), nn.ReLU6(inplace=True)]
+        for t, c, n, s in self.SETTINGS:
+            cout = _divisible(c * width)
+            for i in range(n):
+                layers.append(InvertedResidual(cin, cout, s if i == 0 else 1, t))
+                cin = cout
+        layers += [*conv_bn(cin, last, 1), nn.ReLU6(inplace=True)]
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(last, classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(torch.flatten(F.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
+class SqueezeExcite(nn.Module):
+    """Squeeze-and-excitation: global pool, 1x1 reduce + activation, 1x1 expand, gate, multiply."""
+
+    def __init__(self, c: int, squeeze: int, act: type[nn.Module], gate: type[nn.Module]) -> None:
+        super().__init__()
+        self.fc = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(c, squeeze, 1), act(), nn.Conv2d(squeeze, c, 1),
+                                gate())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.fc(x)
+
+
+class MobileNetV3Block(nn.Module):
+    """MobileNetV3 bneck: 1x1 expand, kxk depthwise, optional SE (Hardsigmoid gate), 1x1 project."""
+
+    def __init__(self, cin: int, k: int, hidden: int, cout: int, se: bool, act: type[nn.Module], stride: int) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [*conv_bn(cin, hidden, 1), act()] if hidden != cin else []
+        layers += [*conv_bn(hidden, hidden, k, stride, groups=hidden), act()]
+        if se:
+            layers.append(SqueezeExcite(hidden, _divisible(hidden // 4), nn.ReLU, nn.Hardsigmoid))
+        layers += conv_bn(hidden, cout, 1)
+        self.block = nn.Sequential(*layers)
+        self.use_res = stride == 1 and cin == cout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.block(x)
+        return x + y if self.use_res else y
+
+
+class MobileNetV3Small(nn.Module):
+    """MobileNetV3-Small's bneck table (k, exp, out, SE, Hardswish?, stride) at half width."""
+
+    SETTINGS = ((3, 16, 16, True, False, 2), (3, 72, 24, False, False, 2), (3, 88, 24, False, False, 1),
+                (5, 96, 40, True, True, 2), (5, 240, 40, True, True, 1), (5, 240, 40, True, True, 1),
+                (5, 120, 48, True, True, 1), (5, 144, 48, True, True, 1), (5, 288, 96, True, True, 2),
+                (5, 576, 96, True, True, 1), (5, 576, 96, True, True, 1))
+
+    def __init__(self, width: float = 0.5, classes: int = 10) -> None:
+        super().__init__()
+        cin = _divisible(16 * width)
+        layers: list[nn.Module] = [*conv_bn(3, cin, 3, 2), nn.Hardswish()]
+        for k, exp, out, se, hs, stride in self.SETTINGS:
+            cout = _divisible(out * width)
+            layers.append(MobileNetV3Block(cin, k, _divisible(exp * width), cout, se,
+                                           nn.Hardswish if hs else nn.ReLU, stride))
+            cin = cout
+        last = _divisible(576 * width)
+        layers += [*conv_bn(cin, last, 1), nn.Hardswish()]
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Linear(last, 128), nn.Hardswish(), nn.Dropout(0.2), nn.Linear(128, classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(torch.flatten(F.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
+class MBConv(nn.Module):
+    """EfficientNet MBConv: 1x1 expand (SiLU), kxk depthwise (SiLU), SE (a quarter of the input width),
+    1x1 projection, residual when the shape allows."""
+
+    def __init__(self, cin: int, cout: int, k: int, stride: int, expand: int) -> None:
+        super().__init__()
+        hidden = cin * expand
+        layers: list[nn.Module] = [*conv_bn(cin, hidden, 1), nn.SiLU()] if expand != 1 else []
+        layers += [*conv_bn(hidden, hidden, k, stride, groups=hidden), nn.SiLU(),
+                   SqueezeExcite(hidden, max(1, cin // 4), nn.SiLU, nn.Sigmoid), *conv_bn(hidden, cout, 1)]
+        self.block = nn.Sequential(*layers)
+        self.use_res = stride == 1 and cin == cout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.block(x)
+        return x + y if self.use_res else y
+
+
+class EfficientNetB0(nn.Module):
+    """EfficientNet-B0's stage table (expand, k, stride, channels, repeats) at a quarter of the width and
+    half the depth (repeats rounded up, as EfficientNet's own depth multiplier does)."""
+
+    SETTINGS = ((1, 3, 1, 16, 1), (6, 3, 2, 24, 2), (6, 5, 2, 40, 2), (6, 3, 2, 80, 3), (6, 5, 1, 112, 3),
+                (6, 5, 2, 192, 4), (6, 3, 1, 320, 1))
+
+    def __init__(self, width: float = 0.25, depth: float = 0.5, last: int = 160, classes: int = 10) -> None:
+        super().__init__()
+        cin = _divisible(32 * width)
+        layers: list[nn.Module] = [*conv_bn(3, cin, 3, 2), nn.SiLU()]
+        for expand, k, stride, c, n in self.SETTINGS:
+            cout = _divisible(c * width)
+            for i in range(math.ceil(n * depth)):
+                layers.append(MBConv(cin, cout, k, stride if i == 0 else 1, expand))
+                cin = cout
+        layers += [*conv_bn(cin, last, 1), nn.SiLU()]
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(last, classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(torch.flatten(F.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
+class ShuffleV2Unit(nn.Module):
+    """ShuffleNetV2 unit: stride 1 splits the channels and transforms one half; stride 2 runs both
+    branches on the whole input; either way the halves are concatenated and shuffled."""
+
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        half = cout // 2
+        self.stride = stride
+        if stride == 2:
+            self.left = nn.Sequential(*conv_bn(cin, cin, 3, 2, groups=cin), *conv_bn(cin, half, 1),
+                                      nn.ReLU(inplace=True))
+        branch_in = cin if stride == 2 else half
+        self.right = nn.Sequential(*conv_bn(branch_in, half, 1), nn.ReLU(inplace=True),
+                                   *conv_bn(half, half, 3, stride, groups=half), *conv_bn(half, half, 1),
+                                   nn.ReLU(inplace=True))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.stride == 1:
+            a, b = x.chunk(2, dim=1)
+            x = torch.cat([a, self.right(b)], 1)
+        else:
+            x = torch.cat([self.left(x), self.right(x)], 1)
+        return ShuffleUnit.shuffle(x)
+
+
+class ShuffleNetV2(nn.Module):
+    """ShuffleNetV2: 3x3/2 stem, max pool, three stages (the real [4, 8, 4] units halved; the first unit
+    strided), 1x1 conv, global mean, fc."""
+
+    def __init__(self, widths: tuple[int, ...] = (24, 24, 48, 96, 256), repeats: tuple[int, ...] = (2, 4, 2),
+                 classes: int = 10) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [*conv_bn(3, widths[0], 3, 2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1)]
+        cin = widths[0]
+        for n, width in zip(repeats, widths[1:4]):
+            layers += [ShuffleV2Unit(cin if i == 0 else width, width, 2 if i == 0 else 1) for i in range(n)]
+            cin = width
+        layers += [*conv_bn(cin, widths[4], 1), nn.ReLU(inplace=True)]
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(widths[4], classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.features(x).mean([2, 3]))
+
+
+class DenseNet(nn.Module):
+    """DenseNet-BC: stem, dense blocks of [3, 6, 4] bottleneck layers (growth 8), transitions halving the
+    channels, final BN-ReLU, global pool, fc."""
+
+    def __init__(self, blocks: tuple[int, ...] = (3, 6, 4), growth: int = 8, classes: int = 10) -> None:
+        super().__init__()
+        c = 2 * growth
+        layers: list[nn.Module] = [*conv_bn(3, c, 3, 2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1)]
+        for i, n in enumerate(blocks):
+            block = DenseBlock(c, growth, n)
+            c += n * growth
+            if i == len(blocks) - 1:  # after the last block, the head's BN-ReLU instead of a transition
+                block.transition = nn.Identity()
+            else:
+                c //= 2
+            layers.append(block)
+        layers += [nn.BatchNorm2d(c), nn.ReLU(inplace=True)]
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(c, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
+def double_conv(cin: int, cout: int) -> nn.Sequential:
+    """U-Net's (3x3 conv, BN, ReLU) x 2."""
+    return nn.Sequential(*conv_bn(cin, cout, 3), nn.ReLU(inplace=True), *conv_bn(cout, cout, 3), nn.ReLU(inplace=True))
+
+
+class UNet(nn.Module):
+    """U-Net: three max-pool downsamplings, ConvTranspose2d upsamplings, skip concats, 1x1 output conv."""
+
+    def __init__(self, widths: tuple[int, ...] = (8, 16, 32, 64), classes: int = 2) -> None:
+        super().__init__()
+        self.downs = nn.ModuleList(double_conv(cin, cout) for cin, cout in zip((3, *widths[:-1]), widths))
+        self.ups = nn.ModuleList(nn.ConvTranspose2d(c, c // 2, 2, stride=2) for c in widths[:0:-1])
+        self.convs = nn.ModuleList(double_conv(c, c // 2) for c in widths[:0:-1])
+        self.out = nn.Conv2d(widths[0], classes, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        skips = []
+        for i, down in enumerate(self.downs):
+            x = down(F.max_pool2d(x, 2) if i else x)
+            skips.append(x)
+        for up, conv, skip in zip(self.ups, self.convs, skips[-2::-1]):
+            x = conv(torch.cat([skip, up(x)], 1))
+        return self.out(x)
+
+
+class TransformerEncoderStack(nn.Module):
+    """``nn.TransformerEncoder`` of two post-norm layers (ReLU, batch_first) with a final LayerNorm."""
+
+    def __init__(self, d: int = 32, heads: int = 4, layers: int = 2) -> None:
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(d, heads, dim_feedforward=64, dropout=0.1, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, norm=nn.LayerNorm(d), enable_nested_tensor=False)
+        self.head = nn.Linear(d, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.encoder(x))
+
+
+class UnrolledCell(nn.Module):
+    """``nn.LSTMCell`` or ``nn.GRUCell`` stepped over the sequence in a Python loop (zero initial state),
+    the last hidden state into a Linear: the exporters unroll it into MatMuls and gates."""
+
+    def __init__(self, cell: str, d_in: int = 8, hidden: int = 16) -> None:
+        super().__init__()
+        self.lstm = cell == "lstm"
+        self.cell = (nn.LSTMCell if self.lstm else nn.GRUCell)(d_in, hidden)
+        self.fc = nn.Linear(hidden, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.zeros(x.shape[0], self.cell.hidden_size)
+        c = torch.zeros_like(h)
+        for t in range(x.shape[1]):
+            if self.lstm:
+                h, c = self.cell(x[:, t], (h, c))
+            else:
+                h = self.cell(x[:, t], h)
+        return self.fc(h)
+
+
+class HuggingFace(nn.Module):
+    """A ``transformers`` model built from a tiny config (random weights, nothing downloaded), fed
+    embeddings (BERT, GPT-2: ``inputs_embeds``, so the graph input is a float tensor) or pixels (ViT);
+    returns the last hidden state. Eager attention: the model's own MatMul/Softmax."""
+
+    def __init__(self, arch: str, d: int = 32, layers: int = 2, heads: int = 4) -> None:
+        super().__init__()
+        import transformers
+
+        common = {"num_hidden_layers": layers, "num_attention_heads": heads, "attn_implementation": "eager"}
+        if arch == "bert":
+            config = transformers.BertConfig(vocab_size=64, hidden_size=d, intermediate_size=2 * d,
+                                             max_position_embeddings=32, **common)
+            self.model, self.key = transformers.BertModel(config, add_pooling_layer=False), "inputs_embeds"
+        elif arch == "gpt2":
+            config = transformers.GPT2Config(vocab_size=64, n_embd=d, n_layer=layers, n_head=heads, n_positions=32,
+                                             bos_token_id=0, eos_token_id=0, attn_implementation="eager")
+            self.model, self.key = transformers.GPT2Model(config), "inputs_embeds"
+        else:
+            config = transformers.ViTConfig(hidden_size=d, intermediate_size=2 * d, image_size=32, patch_size=8,
+                                            **common)
+            self.model, self.key = transformers.ViTModel(config, add_pooling_layer=False), "pixel_values"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(**{self.key: x}).last_hidden_state

@@ -13,13 +13,13 @@ import onnx
 
 # fmt: off
 ALGEBRA_OPS = frozenset({
-    "Conv", "BatchNormalization", "Relu", "Sigmoid", "Tanh", "Gelu", "Erf", "MaxPool",
+    "Conv", "ConvTranspose", "BatchNormalization", "Relu", "Sigmoid", "Tanh", "Gelu", "Erf", "MaxPool",
     "AveragePool", "GlobalAveragePool", "Flatten", "Gemm", "MatMul", "Add", "Mul", "Sub",
     "Div", "Sum", "Concat", "Split", "Transpose", "Reshape", "Squeeze", "Unsqueeze",
     "Softmax", "LayerNormalization", "Pad", "Dropout", "Identity",
     "Slice", "Gather", "Expand", "Where", "Cast",
     "Clip", "HardSigmoid", "HardSwish", "LeakyRelu", "PRelu", "Softplus", "Exp", "Log", "Neg", "Abs",
-    "Sqrt", "Reciprocal", "Pow", "ReduceMean", "ReduceSum", "ReduceMax",
+    "Sqrt", "Reciprocal", "Pow", "ReduceMean", "ReduceSum", "ReduceMax", "Resize", "Upsample",
 })
 # fmt: on
 """ONNX op types (default domain) that import into the algebra."""
@@ -80,7 +80,7 @@ def is_foldable(node: onnx.NodeProto, constant: set[str], static: set[str]) -> b
 
 # import only with these inputs constant (indices, bounds, a target shape)
 CONSTANT_INPUTS = {"Gather": (1,), "Slice": (1, 2, 3, 4), "Expand": (1,), "Clip": (1, 2), "Pow": (1,),
-                   "ReduceMean": (1,), "ReduceSum": (1,), "ReduceMax": (1,)}
+                   "ReduceMean": (1,), "ReduceSum": (1,), "ReduceMax": (1,), "Resize": (1, 2, 3), "Upsample": (1,)}
 FLOAT_TYPES = (onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE)
 
 
@@ -94,20 +94,40 @@ def in_algebra(node: onnx.NodeProto, constant: set[str]) -> bool:
         return False
     if node.op_type == "Cast":
         return next(a.i for a in node.attribute if a.name == "to") in FLOAT_TYPES
+    if node.op_type in ("Resize", "Upsample"):  # nearest or linear, no antialias, no roi-based mapping
+        attrs = {a.name: a for a in node.attribute}
+        return (attrs["mode"].s if "mode" in attrs else b"nearest") in (b"nearest", b"linear") and \
+            not (attrs["antialias"].i if "antialias" in attrs else 0) and \
+            (attrs["coordinate_transformation_mode"].s if "coordinate_transformation_mode" in attrs else b"") \
+            not in (b"tf_crop_and_resize", b"half_pixel_symmetric")
     mode = next((a.s for a in node.attribute if a.name == "mode"), b"constant")
     return node.op_type != "Pad" or mode == b"constant"
+
+
+def imported_nodes(
+    model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ...]] | None = None
+) -> Iterator[tuple[onnx.NodeProto, bool]]:
+    """Top-level nodes the importer does not fold, each with whether it imports into the algebra."""
+    static = static_shaped(model, input_shapes or {})
+    constant = {t.name for t in model.graph.initializer}
+    for node in topological(model.graph):
+        if is_foldable(node, constant, static):
+            constant.update(node.output)
+        else:
+            yield node, in_algebra(node, constant)
 
 
 def opaque_op_types(
     model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ...]] | None = None
 ) -> frozenset[str]:
     """Op types of top-level nodes that neither fold nor import into the algebra."""
-    static = static_shaped(model, input_shapes or {})
-    constant = {t.name for t in model.graph.initializer}
-    opaque = set()
-    for node in topological(model.graph):
-        if is_foldable(node, constant, static):
-            constant.update(node.output)
-        elif not in_algebra(node, constant):
-            opaque.add(node.op_type)
-    return frozenset(opaque)
+    return frozenset(node.op_type for node, inside in imported_nodes(model, input_shapes) if not inside)
+
+
+def algebra_node_counts(
+    model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ...]] | None = None
+) -> tuple[int, int]:
+    """(nodes, nodes inside the algebra) over the top-level nodes import does not fold away (constants,
+    shape-only subgraphs on static shapes): the numerator and denominator of a model's algebra coverage."""
+    flags = [inside for _, inside in imported_nodes(model, input_shapes)]
+    return len(flags), sum(flags)

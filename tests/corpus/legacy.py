@@ -105,7 +105,6 @@ def sum_variadic_op8() -> onnx.ModelProto:
 
 @MODELS.add(
     9,
-    opaque=("Upsample",),
     note="Upsample-9 (scales as an input; deprecated in opset 10)",
 )
 def upsample_op9() -> onnx.ModelProto:

@@ -37,6 +37,9 @@ class CorpusModel:
     # ops in the algebra that the importer must still keep opaque because ONNX cannot infer
     # their input shapes statically (e.g. a Loop's loop-carried output)
     shapeless_ops: frozenset[str] = frozenset()
+    # too costly for the default suite (a dynamo export, a search and a compile of a whole network):
+    # the tests parametrized over the corpus mark it slow (``tests.corpus.params``)
+    slow: bool = False
 
     @property
     def needs_torch(self) -> bool:

@@ -114,6 +114,7 @@ def torch_model(
     dynamo: bool = False,
     trained_bn: bool = True,
     input_shapes: dict[str, tuple[int, ...]] | None = None,
+    slow: bool = False,
     **options: Any,
 ) -> CorpusModel:
     """A corpus entry exporting ``_torch_nets.<net>(*args)``.
@@ -131,7 +132,28 @@ def torch_model(
         frozenset(opaque),
         input_shapes=input_shapes or {},
         note=note,
+        slow=slow,
     )
+
+
+def both_exporters(
+    name: str,
+    net: str,
+    shape: tuple[int, ...],
+    *,
+    note: str,
+    args: tuple[Any, ...] = (),
+    opaque: tuple[str, ...] = (),
+    fast: tuple[str, ...] = (),
+) -> list[CorpusModel]:
+    """``<name>_torch_op17`` (legacy exporter) and ``<name>_dynamo_op18`` of one architecture; both slow
+    unless ``fast`` names the exporter ("legacy", "dynamo")."""
+    return [
+        torch_model(f"{name}_torch_op17", net, shape, 17, args=args, opaque=opaque, slow="legacy" not in fast,
+                    note=f"{note} (legacy TorchScript exporter)"),
+        torch_model(f"{name}_dynamo_op18", net, shape, 18, args=args, opaque=opaque, dynamo=True,
+                    slow="dynamo" not in fast, note=f"{note} (dynamo exporter)"),
+    ]
 
 
 MODELS: list[CorpusModel] = [
@@ -244,7 +266,6 @@ MODELS: list[CorpusModel] = [
         (1, 4, 6, 6),
         9,
         args=("nearest",),
-        opaque=("Upsample",),
         note="F.interpolate(scale_factor=2, nearest) -> Upsample-9",
     ),
     torch_model(
@@ -253,7 +274,6 @@ MODELS: list[CorpusModel] = [
         (1, 4, 6, 6),
         11,
         args=("bilinear",),
-        opaque=("Resize",),
         note="F.interpolate(bilinear, align_corners=False) -> Resize-11",
     ),
     torch_model(
@@ -287,7 +307,6 @@ MODELS: list[CorpusModel] = [
         "UNetBlock",
         (1, 3, 16, 16),
         13,
-        opaque=("ConvTranspose",),
         note="U-Net step: strided Conv, ConvTranspose (stride 2), skip Concat, Sigmoid",
     ),
     torch_model(
@@ -307,4 +326,34 @@ MODELS: list[CorpusModel] = [
         dynamo=True,
         note="dynamo exporter on nn.TransformerEncoderLayer: LayerNormalization-17, SDPA decomposed",
     ),
+    # issue 20: whole architectures at narrow widths, each through both exporters (most marked slow)
+    *both_exporters("resnet18", "ResNet18", (1, 3, 64, 64),
+                    note="ResNet-18: 7x7/2 stem, max pool, [2, 2, 2, 2] basic blocks with 1x1 projection "
+                    "shortcuts, widths 8-64"),
+    *both_exporters("mobilenetv2_w025", "MobileNetV2", (1, 3, 64, 64),
+                    note="MobileNetV2's full inverted-residual table at width 0.25: 17 blocks, ReLU6 as Clip"),
+    *both_exporters("mobilenetv3_small", "MobileNetV3Small", (1, 3, 64, 64),
+                    note="MobileNetV3-Small's bneck table at width 0.5: HardSwish, SE gates with HardSigmoid"),
+    *both_exporters("efficientnet_b0", "EfficientNetB0", (1, 3, 64, 64),
+                    note="EfficientNet-B0's MBConv stages (width 0.25, depth 0.5): SiLU, 5x5 depthwise, SE"),
+    *both_exporters("shufflenetv2_stages", "ShuffleNetV2", (1, 3, 64, 64),
+                    note="ShuffleNetV2 with three stages of units: chunk, channel shuffle, strided two-branch units"),
+    *both_exporters("densenet_bc", "DenseNet", (1, 3, 32, 32),
+                    note="DenseNet-BC: three dense blocks (growth 8, bottlenecks), transitions with AveragePool"),
+    *both_exporters("unet", "UNet", (1, 3, 32, 32),
+                    note="U-Net: three levels of double convs, max pools, ConvTranspose (stride 2) up, skip Concats"),
+    *both_exporters("transformer_stack", "TransformerEncoderStack", (2, 8, 32),
+                    note="nn.TransformerEncoder: two post-norm ReLU layers and a final LayerNorm"),
+    *both_exporters("mha", "SelfAttention", (2, 6, 16), fast=("legacy", "dynamo"),
+                    note="nn.MultiheadAttention returning head-averaged attention weights"),
+    *both_exporters("lstmcell", "UnrolledCell", (2, 5, 8), args=("lstm",),
+                    note="nn.LSTMCell stepped 5 times in a Python loop: MatMul, Sigmoid, Tanh, no LSTM op"),
+    *both_exporters("grucell", "UnrolledCell", (2, 5, 8), args=("gru",),
+                    note="nn.GRUCell stepped 5 times in a Python loop: MatMul, Sigmoid, Tanh, no GRU op"),
+    *both_exporters("bert", "HuggingFace", (2, 8, 32), args=("bert",),
+                    note="transformers' BertModel from a tiny config (2 layers, hidden 32), fed inputs_embeds"),
+    *both_exporters("gpt2", "HuggingFace", (2, 8, 32), args=("gpt2",),
+                    note="transformers' GPT2Model from a tiny config (2 layers, n_embd 32), causal mask folded"),
+    *both_exporters("vit", "HuggingFace", (1, 3, 32, 32), args=("vit",),
+                    note="transformers' ViTModel from a tiny config: 8x8 patch Conv, CLS token Concat, 2 layers"),
 ]
