@@ -53,6 +53,7 @@ def test_compile_suite_tabulates_ours_against_ort(tmp_path: Path) -> None:
     assert (tmp_path / "compile_suite.png").stat().st_size > 1000
 
 
+@pytest.mark.slow  # measures the machine's peak and bandwidth at each thread count first (about 30 s)
 def test_roofline_places_every_kernel(tmp_path: Path) -> None:
     roofline.main(["--size", "small", "--models", "nasrnn", "--out", str(tmp_path)])
     doc = json.loads((tmp_path / "roofline.json").read_text())

@@ -119,7 +119,7 @@ class Context:
                 if not _roles_fit(gop.needs, args) or (args and not self.world.may_apply(
                         gop.name, all(a.weight for a in args))):
                     continue
-                views = [ArgView(a.shape, a.weight, _producer(a.term)) for a in args]
+                views = [ArgView(a.shape, a.weight, _producer(a.term), a.leaves) for a in args]
                 for k, choice in enumerate(gop.choices(views, self.world)):
                     key = (gop.name, tuple(a.id for a in args), k)
                     if key not in self._cache:

@@ -66,6 +66,7 @@ class ArgView:
     shape: tuple[CDim, ...]
     weight: bool
     producer: str | None  # the operator that computed it; None for an input
+    leaves: frozenset[str] = frozenset()  # the inputs it is computed from
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,10 @@ def _transpose(args: Sequence[ArgView], world: World) -> Iterator[AttrChoice]:
 
 
 def _concat(args: Sequence[ArgView], world: World) -> Iterator[AttrChoice]:
-    """Any axis of a matrix; batch and channels of an NCHW tensor (as in models)."""
+    """Any axis of a matrix; batch and channels of an NCHW tensor (as in models). Never a weight stacked
+    with itself: no model stores one, and the rules it makes only pad merges with copies."""
+    if all(a.weight for a in args) and args[0].leaves & args[1].leaves:
+        return
     rank = len(args[0].shape)
     for axis in range(rank if rank < 4 else 2):
         yield {"axis": axis}
@@ -275,7 +279,8 @@ WORLDS: tuple[World, ...] = (
     # projections, and back); reductions over concatenated inputs.
     World("activation", (Input("a", (2, 4)), Input("b", (2, 4))),
           _ACTIVATION_OPS, purpose=_ACTIVATION_OPS[2:]),
-    World("select", (Input("x", (2, 3, 4)), Input("w", (4, 5), weight=True), Input("v", (4, 3), weight=True)),
+    # (`select`: its sizes let only x multiply a weight, so projections cannot chain; the slices are what pair.)
+    World("select", (Input("x", (2, 6, 4)), Input("w", (4, 5), weight=True), Input("v", (4, 3), weight=True)),
           ("matmul", "concat", "slice"), extra_ops=1, weight_ops=("concat",), data_ops=("matmul", "slice"),
           purpose=("slice",)),
     World("reduce", (Input("a", (2, 4)), Input("b", (2, 4)), Input("c", (3, 4))),
