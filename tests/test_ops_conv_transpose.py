@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
-from pipeline_checks import check_c_kernels, check_emulated_cuda_kernels
+from pipeline_checks import check_c_kernels, check_emulated_cuda_kernels, imports_and_agrees
 from test_codegen_ops import Case
 from test_cuda import Group, op_group
 
@@ -58,22 +58,8 @@ def _model(x_shape: tuple, w: np.ndarray, bias: np.ndarray | None, opset: int = 
     return onnx.shape_inference.infer_shapes(model, strict_mode=True)
 
 
-def _kinds(g: Graph) -> list[str]:
-    return sorted(n.kind for n in g.nodes.values() if n.kind not in ("input", "weight"))
 
 
-def _agrees(model: onnx.ModelProto, kinds: list[str]) -> Graph:
-    """Imports as `kinds`; the reference, ORT on the export and the shape rule agree with ORT on the original."""
-    imported = load_model(model)
-    assert _kinds(imported.graph) == kinds
-    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
-    feeds = {"x": RNG.standard_normal(shape).astype(np.float32)}
-    want = run(model, feeds)["y"]
-    (out,) = imported.graph.outputs
-    assert imported.graph.type(out).known_shape == want.shape
-    np.testing.assert_allclose(evaluate(imported.graph, feeds)["y"], want, **TOL)
-    np.testing.assert_allclose(run(to_onnx(imported), feeds)["y"], want, **TOL)
-    return imported.graph
 
 
 def _weights(shape: tuple) -> np.ndarray:
@@ -106,7 +92,7 @@ def test_conv_transpose_matches_onnxruntime(data: st.DataObject) -> None:
         pads=[*begin, *end],
         group=groups,
     )
-    g = _agrees(model, ["conv_transpose2d"])
+    g = imports_and_agrees(model, ["conv_transpose2d"], TOL)
     (node,) = (n for n in g.nodes.values() if n.kind == "conv_transpose2d")
     assert node.attrs.pad == (*begin, *end) and node.attrs.output_padding == tuple(extra)
 
@@ -129,7 +115,7 @@ def test_every_opset_form_imports(opset: int) -> None:
         group=2,
         kernel_shape=[3, 2],
     )
-    _agrees(model, ["conv_transpose2d"])
+    imports_and_agrees(model, ["conv_transpose2d"], TOL)
 
 
 @pytest.mark.parametrize("auto_pad", ["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"])
@@ -145,7 +131,7 @@ def test_output_shape_becomes_pads_or_output_padding(auto_pad: str, output_shape
         output_shape=output_shape,
         **({"auto_pad": auto_pad} if auto_pad != "NOTSET" else {"pads": [2, 2, 2, 2]}),
     )
-    _agrees(model, ["conv_transpose2d"])
+    imports_and_agrees(model, ["conv_transpose2d"], TOL)
 
 
 @pytest.mark.parametrize("kernel", [2, 3, 4])
@@ -155,7 +141,7 @@ def test_auto_pad(auto_pad: str, kernel: int) -> None:
     model = _model(
         (1, 2, 4, 5), _weights((2, 3, kernel, kernel)), None, strides=[3, 2], dilations=[1, 2], auto_pad=auto_pad
     )
-    _agrees(model, ["conv_transpose2d"])
+    imports_and_agrees(model, ["conv_transpose2d"], TOL)
 
 
 def test_forms_outside_the_algebra_stay_opaque() -> None:

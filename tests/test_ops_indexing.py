@@ -16,7 +16,13 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
-from pipeline_checks import check_c_kernels, check_emulated_cuda_kernels, optimize_compile_run
+from pipeline_checks import (
+    check_c_kernels,
+    check_emulated_cuda_kernels,
+    imports_and_agrees,
+    node_kinds,
+    optimize_compile_run,
+)
 from test_codegen_ops import Case
 from test_cuda import Group, op_group
 
@@ -45,20 +51,8 @@ def _model(node: onnx.NodeProto, x_shape: tuple, inits: dict[str, np.ndarray], o
     return onnx.shape_inference.infer_shapes(model, strict_mode=True)  # the checker wants the output's shape
 
 
-def _kinds(g: Graph) -> list[str]:
-    return sorted(n.kind for n in g.nodes.values() if n.kind not in ("input", "weight"))
 
 
-def _agrees(model: onnx.ModelProto, kinds: list[str]) -> Graph:
-    """Imports as `kinds`; the reference, ORT on the original and ORT on the export agree exactly."""
-    imported = load_model(model)
-    assert _kinds(imported.graph) == kinds
-    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
-    feeds = {"x": RNG.standard_normal(shape).astype(np.float32)}
-    want = run(model, feeds)["y"]
-    np.testing.assert_array_equal(evaluate(imported.graph, feeds)["y"], want)
-    np.testing.assert_array_equal(run(to_onnx(imported), feeds)["y"], want)
-    return imported.graph
 
 
 # ---- semantics against ONNX Runtime --------------------------------------------------------------
@@ -79,7 +73,7 @@ def test_slice_matches_onnxruntime(shape: tuple, data: st.DataObject) -> None:
     steps = data.draw(st.lists(st.sampled_from([-3, -2, -1, 1, 2, 3]), min_size=n, max_size=n))
     node = helper.make_node("Slice", ["x", "s", "e", "a", "t"], ["y"])
     inits = {k: np.array(v, np.int64) for k, v in zip("seat", (starts, ends, axes, steps))}
-    out = _agrees(_model(node, shape, inits, 13), ["slice"])
+    out = imports_and_agrees(_model(node, shape, inits, 13), ["slice"])
     assert out.type(out.outputs[0]).known_shape == tuple(run(_model(node, shape, inits, 13),
                                                              {"x": np.zeros(shape, np.float32)})["y"].shape)
 
@@ -94,7 +88,7 @@ def test_gather_matches_onnxruntime(shape: tuple, data: st.DataObject) -> None:
     count = int(np.prod(index_shape, dtype=np.int64))
     indices = data.draw(st.lists(st.integers(-dim, dim - 1), min_size=count, max_size=count))
     node = helper.make_node("Gather", ["x", "i"], ["y"], axis=axis)
-    _agrees(_model(node, shape, {"i": np.array(indices, np.int64).reshape(index_shape)}, 13), ["gather"])
+    imports_and_agrees(_model(node, shape, {"i": np.array(indices, np.int64).reshape(index_shape)}, 13), ["gather"])
 
 
 @settings(max_examples=60, deadline=None)
@@ -104,7 +98,7 @@ def test_expand_matches_onnxruntime(shape: tuple, data: st.DataObject) -> None:
     lead = data.draw(st.lists(st.integers(1, 3), max_size=2))
     own = [data.draw(st.sampled_from([1, d]) if d != 1 else st.integers(1, 3)) for d in shape]
     node = helper.make_node("Expand", ["x", "s"], ["y"])
-    _agrees(_model(node, shape, {"s": np.array(lead + own, np.int64)}, 13), ["expand"])
+    imports_and_agrees(_model(node, shape, {"s": np.array(lead + own, np.int64)}, 13), ["expand"])
 
 
 # ---- import forms, and what stays opaque -------------------------------------------------------
@@ -118,7 +112,7 @@ def test_slice_import_forms(opset: int) -> None:
         node = helper.make_node("Slice", ["x", "s", "e", "a", "t"], ["y"])
         inits = {"s": np.array([-1, 1], np.int64), "e": np.array([-INT64_MAX, 9], np.int64),
                  "a": np.array([1, -1], np.int64), "t": np.array([-2, 2], np.int64)}
-    g = _agrees(_model(node, (4, 6, 5), inits, opset), ["slice"])
+    g = imports_and_agrees(_model(node, (4, 6, 5), inits, opset), ["slice"])
     (n,) = (n for n in g.nodes.values() if n.kind == "slice")
     assert n.attrs.axes == tuple(sorted(n.attrs.axes)) and all(a >= 0 for a in n.attrs.axes)
 
@@ -126,7 +120,7 @@ def test_slice_import_forms(opset: int) -> None:
 @pytest.mark.parametrize("opset", [9, 11, 13])
 def test_gather_scalar_and_negative_indices(opset: int) -> None:
     node = helper.make_node("Gather", ["x", "i"], ["y"], axis=-2)
-    g = _agrees(_model(node, (3, 4, 5), {"i": np.array(-1, np.int64)}, opset), ["gather"])
+    g = imports_and_agrees(_model(node, (3, 4, 5), {"i": np.array(-1, np.int64)}, opset), ["gather"])
     (n,) = (n for n in g.nodes.values() if n.kind == "gather")
     assert (n.attrs.indices, n.attrs.shape, n.attrs.axis) == ((3,), (), 1)
 
@@ -150,7 +144,7 @@ def test_data_dependent_indices_and_bounds_stay_opaque() -> None:
 def test_cast_same_type_is_dropped_float_is_cast_others_opaque(to: int, kinds: list[str]) -> None:
     model = _model(helper.make_node("Cast", ["x"], ["y"], to=to), (2, 3), {}, 17, out_type=to)
     imported = load_model(model)
-    assert _kinds(imported.graph) == kinds
+    assert node_kinds(imported.graph) == kinds
     feeds = {"x": RNG.standard_normal((2, 3)).astype(np.float32) * 10}
     want = run(model, feeds)["y"]
     np.testing.assert_array_equal(run(to_onnx(imported), feeds)["y"], want)
@@ -161,7 +155,7 @@ def test_where_with_a_constant_mask(opset: int) -> None:
     mask = np.array([[True, False, True, False]])
     model = _model(helper.make_node("Where", ["m", "x", "z"], ["y"]), (3, 4),
                    {"m": mask, "z": np.array([-1.0], np.float32)}, opset)
-    _agrees(model, ["select"])
+    imports_and_agrees(model, ["select"])
 
 
 def test_where_on_a_float_condition_exports_a_cast_to_bool() -> None:

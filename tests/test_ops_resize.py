@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
-from pipeline_checks import check_c_kernels, check_emulated_cuda_kernels
+from pipeline_checks import check_c_kernels, check_emulated_cuda_kernels, imports_and_agrees, node_kinds
 from test_codegen_ops import Case
 from test_cuda import op_group
 
@@ -31,6 +31,7 @@ from taso_py.runtime import run
 from taso_py.types import TensorType
 
 RNG = np.random.default_rng(0)
+LINEAR = {"rtol": 1e-5, "atol": 1e-6}  # interpolation: float rounding differs; nearest agrees exactly
 F32 = np.float32
 
 
@@ -54,24 +55,8 @@ def _model(
     return onnx.shape_inference.infer_shapes(model)
 
 
-def _kinds(g: Graph) -> list[str]:
-    return sorted(n.kind for n in g.nodes.values() if n.kind not in ("input", "weight"))
 
 
-def _agrees(model: onnx.ModelProto, kinds: list[str], exact: bool) -> Graph:
-    """Imports as `kinds`; the reference, ORT on the original and ORT on the export agree (nearest: exactly)."""
-    imported = load_model(model)
-    assert _kinds(imported.graph) == kinds
-    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
-    feeds = {"x": RNG.standard_normal(shape).astype(F32)}
-    want = run(model, feeds)["y"]
-    for got in (evaluate(imported.graph, feeds)["y"], run(to_onnx(imported), feeds)["y"]):
-        assert got.shape == want.shape
-        if exact:
-            np.testing.assert_array_equal(got, want)
-        else:
-            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    return imported.graph
 
 
 def _resize_node(g: Graph) -> ResizeAttrs:
@@ -104,7 +89,7 @@ def test_nearest_matches_onnxruntime_exactly(shape: tuple, coord: str, rounding:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = _model("Resize", shape, 13, inputs, coordinate_transformation_mode=coord, nearest_mode=rounding)
-    _agrees(model, ["resize"], exact=True)
+    imports_and_agrees(model, ["resize"])
 
 
 @settings(max_examples=50, deadline=None)
@@ -124,13 +109,14 @@ def test_bilinear_matches_onnxruntime(hw: tuple, lead: tuple, coord: str, data: 
         scales = data.draw(st.tuples(SCALES, SCALES), "scales")
         scales = tuple(s if int(F32(s) * F32(n)) >= 1 else 1.0 for s, n in zip(scales, hw))
         inputs = [None, np.array([1.0] * len(lead) + list(scales), F32)]
-    _agrees(_model("Resize", shape, 13, inputs, mode="linear", coordinate_transformation_mode=coord), ["resize"], False)
+    model = _model("Resize", shape, 13, inputs, mode="linear", coordinate_transformation_mode=coord)
+    imports_and_agrees(model, ["resize"], LINEAR)
 
 
 def test_trilinear_matches_onnxruntime() -> None:
     """Linear is separable over any number of axes: ORT's trilinear on 5-D inputs agrees."""
     inputs = [None, np.array([1, 1, 2.0, 0.5, 1.5], F32)]
-    _agrees(_model("Resize", (1, 2, 3, 4, 5), 13, inputs, mode="linear"), ["resize"], exact=False)
+    imports_and_agrees(_model("Resize", (1, 2, 3, 4, 5), 13, inputs, mode="linear"), ["resize"], LINEAR)
 
 
 # ---- import forms, and what stays opaque -------------------------------------------------------
@@ -201,7 +187,8 @@ def test_import_forms(op_type: str, opset: int, inputs: list, attrs: dict, modes
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = _model(op_type, (1, 2, 3, 4), opset, inputs, **attrs)
-    a = _resize_node(_agrees(model, ["resize"], exact=attrs.get("mode", "nearest") == "nearest"))
+    tol = None if attrs.get("mode", "nearest") == "nearest" else LINEAR
+    a = _resize_node(imports_and_agrees(model, ["resize"], tol))
     coord, rounding = modes
     assert a.sizes == out and a.coordinate_transformation_mode == coord
     assert rounding is None or a.nearest_mode == rounding
@@ -224,7 +211,7 @@ def test_import_forms(op_type: str, opset: int, inputs: list, attrs: dict, modes
 )
 def test_outside_forms_stay_opaque(opset: int, inputs: list, attrs: dict) -> None:
     model = _model("Resize", (1, 2, 4, 4), opset, inputs, **attrs)
-    assert _kinds(load_model(model).graph) == ["opaque"]
+    assert node_kinds(load_model(model).graph) == ["opaque"]
 
 
 def test_scales_computed_at_run_time_stay_opaque() -> None:

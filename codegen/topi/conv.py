@@ -404,12 +404,7 @@ def _schedule_pixel_major(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor]
         acc_st.parallel(acc_st.fuse(b, y))
         ax, ao, tiles = xi, oi, [xo, g, ob]
     else:
-        b, o, y, x = main.leaf[:4]
-        og, orest = main.split(o, opg)  # group, then channels within it: the tile never straddles groups
-        ob, oi = main.split(orest, tile_oc)
-        xo, xi = main.split(x, tile_w)
-        main.reorder(b, y, og, ob, xo, oi, xi)
-        main.parallel(b if b.extent > 1 else y)
+        xo = tile_grouped_output(main, opg, tile_oc, tile_w)
         acc_st.compute_at(main, xo)
         _, _, ax, _, ao = acc_st.leaf[:5]
         tiles = []
@@ -425,6 +420,18 @@ def _schedule_pixel_major(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor]
     for st in consumers:
         if st is not main:
             schedule_flat(s, st)
+
+
+def tile_grouped_output(main: Stage, opg: int, tile_oc: int, tile_w: int) -> object:
+    """Tile an NCHW output by `tile_oc` channels within each group of `opg` (a tile never straddles groups)
+    and `tile_w` pixels of a row, rows parallel; returns the row-tile axis the accumulator attaches at."""
+    b, o, y, x = main.leaf[:4]
+    og, orest = main.split(o, opg)
+    ob, oi = main.split(orest, tile_oc)
+    xo, xi = main.split(x, tile_w)
+    main.reorder(b, y, og, ob, xo, oi, xi)
+    main.parallel(b if b.extent > 1 else y)
+    return xo
 
 
 def _schedule_grouped(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:

@@ -26,7 +26,7 @@ from taso_py.codegen import isa, te
 from taso_py.codegen.schedule.schedule import Schedule
 from taso_py.codegen.te.expr import Expr
 from taso_py.codegen.te.tensor import Tensor
-from taso_py.codegen.topi.conv import pad_spatial
+from taso_py.codegen.topi.conv import pad_spatial, tile_grouped_output
 from taso_py.codegen.topi.linalg import divisor, live_readers, materialize_inputs, schedule_flat, vectorize
 from taso_py.codegen.topi.registry import register_compute, register_schedule
 from taso_py.codegen.tune.space import Config
@@ -159,13 +159,7 @@ def schedule_conv_transpose2d(s: Schedule, anchor: Tensor, outputs: Sequence[Ten
         acc.unroll(xi)
         vectorize(acc, oi, tile_oc)
     else:
-        b, o, y, x = main.leaf[:4]
-        og, orest = main.split(o, opg)  # group, then channels within it: a tile never straddles groups
-        ob, oi = main.split(orest, tile_oc)
-        xo, xi = main.split(x, tile_w)
-        main.reorder(b, y, og, ob, xo, oi, xi)
-        main.parallel(b if b.extent > 1 else y)
-        acc.compute_at(main, xo)
+        acc.compute_at(main, tile_grouped_output(main, opg, tile_oc, tile_w))
         _, _, ax, _, ao = acc.leaf[:5]
         (red,) = [a for a in acc.leaf if a.reduce]
         ro, rc = acc.split(red, anchor.op.attrs["channels"])  # taps, then channels: the simplifier splits r
