@@ -1,6 +1,7 @@
 """Checks that several operator test files share: a one-output model's import against ONNX Runtime,
-fused groups of operators against the numpy reference through the C backend and the CUDA emulation,
-and a model through `taso optimize`, `taso compile` and `taso run --check` as a user runs them."""
+fused groups of operators against the numpy reference through the C backend, the CUDA emulation and
+a real GPU where one exists, and a model through `taso optimize`, `taso compile` and `taso run --check`
+as a user runs them."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from test_cuda import Group
 
 from taso_py.cli import main
 from taso_py.codegen.backends.c import build
+from taso_py.codegen.backends.cuda import build as build_cuda
+from taso_py.codegen.backends.cuda import device_count
 from taso_py.codegen.backends.cuda.emulate import build_emulated
 from taso_py.codegen.lower import lower
 from taso_py.codegen.topi import schedule_group
@@ -59,11 +62,13 @@ def check_c_kernels(groups: Sequence[Group]) -> None:
         g.check(mod)
 
 
-def check_emulated_cuda_kernels(groups: Sequence[Group]) -> None:
-    """Every group's CUDA source run under the CPU emulation and checked."""
-    mod = build_emulated([g.lower() for g in groups])
-    for g in groups:
-        g.check(mod)
+def check_cuda_kernels(groups: Sequence[Group]) -> None:
+    """Every group's CUDA source run under the CPU emulation and checked, and built by nvcc and run
+    on the GPU where one exists (the emulation cannot show races or a launch the device refuses)."""
+    funcs = [g.lower() for g in groups]
+    for mod in [build_emulated(funcs)] + ([build_cuda(funcs)] if device_count() else []):
+        for g in groups:
+            g.check(mod)
 
 
 def optimize_compile_run(model: Path, work: Path) -> dict[str, Any]:

@@ -248,9 +248,10 @@ def test_other_knob_values_compute_the_same(knobs: dict) -> None:
     """What a tuner may pick: other tiles and block sizes, same results."""
     groups = [matmul_group((70, 40), (40, 90)), matmul_bias_relu(33, 20, 65), conv_group("3x3-pad"),
               conv_group("bias-relu"), op_group(Case("softmax", [(6, 100)], {"axis": -1}))]
-    mod = build_emulated([g.lower(Config(knobs)) for g in groups])
-    for g in groups:
-        g.check(mod)
+    funcs = [g.lower(Config(knobs)) for g in groups]
+    for mod in [build_emulated(funcs)] + ([build(funcs)] if device_count() and HAS_NVCC else []):
+        for g in groups:
+            g.check(mod)
 
 
 def test_tiled_matmul_source() -> None:
@@ -340,6 +341,21 @@ def test_benchmark_says_it_cannot_run_without_a_gpu(capsys: pytest.CaptureFixtur
     from benchmarks.cuda_kernels import main
     assert main([]) == 0
     assert "cannot run here (no CUDA device on this machine); nothing measured" in capsys.readouterr().out
+
+
+def test_suite_benchmark_checks_every_model_it_times(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without a GPU it says so and times nothing; with one, a small model compiles, passes the check
+    against ONNX Runtime and gets a row with both latencies."""
+    import json
+
+    from benchmarks.cuda_suite import main
+    code = main(["--size", "small", "--models", "squeezenet", "--runs", "3", "--out", str(tmp_path)])
+    if not device_count():
+        assert code == 0 and "no CUDA device on this machine; nothing measured" in capsys.readouterr().out
+        assert not (tmp_path / "cuda_suite.json").exists()
+        return
+    (row,) = json.loads((tmp_path / "cuda_suite.json").read_text())["rows"]
+    assert code == 0 and row["ok"] and row["max_rel_error"] <= 1e-4 and row["gpu_ms"] > 0 and row["ort_cpu_ms"] > 0
 
 
 # ---- errors -----------------------------------------------------------------------------------

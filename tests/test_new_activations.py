@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from pipeline_checks import check_c_kernels, check_emulated_cuda_kernels, optimize_compile_run
+from pipeline_checks import check_c_kernels, check_cuda_kernels, optimize_compile_run
 from test_codegen_ops import Case
 from test_cuda import Group, op_group
 
@@ -193,7 +193,7 @@ def test_c_kernels_match_the_reference() -> None:
 
 
 def test_cuda_kernels_match_the_reference_in_the_emulation() -> None:
-    check_emulated_cuda_kernels(_groups())
+    check_cuda_kernels(_groups())
 
 
 def test_the_fused_activation_is_the_operators_compute() -> None:

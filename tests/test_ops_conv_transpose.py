@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
-from pipeline_checks import check_c_kernels, check_emulated_cuda_kernels, imports_and_agrees
+from pipeline_checks import check_c_kernels, check_cuda_kernels, imports_and_agrees
 from test_codegen_ops import Case
 from test_cuda import Group, op_group
 
@@ -259,7 +259,7 @@ def test_c_kernels_match_the_reference() -> None:
 
 
 def test_cuda_kernels_match_the_reference_emulated() -> None:
-    check_emulated_cuda_kernels(_groups())
+    check_cuda_kernels(_groups())
 
 
 @pytest.mark.parametrize("knobs", [{"tile_w": 4, "tile_oc": 8}, {"tile_w": 6, "tile_oc": 32}])

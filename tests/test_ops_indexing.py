@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 from pipeline_checks import (
     check_c_kernels,
-    check_emulated_cuda_kernels,
+    check_cuda_kernels,
     imports_and_agrees,
     node_kinds,
     optimize_compile_run,
@@ -229,7 +229,7 @@ def test_c_kernels_match_the_reference() -> None:
 
 
 def test_cuda_kernels_match_the_reference_emulated() -> None:
-    check_emulated_cuda_kernels(_groups())
+    check_cuda_kernels(_groups())
 
 
 # ---- torch attention exports -------------------------------------------------------------------

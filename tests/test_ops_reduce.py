@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
-from pipeline_checks import check_c_kernels, check_emulated_cuda_kernels, optimize_compile_run
+from pipeline_checks import check_c_kernels, check_cuda_kernels, optimize_compile_run
 from test_codegen_ops import Case
 from test_cuda import op_group
 from test_ops import build, check_graph, random_feeds
@@ -158,7 +158,7 @@ def test_c_kernels_match_the_reference() -> None:
 
 
 def test_cuda_kernels_match_the_reference_in_the_emulation() -> None:
-    check_emulated_cuda_kernels([op_group(c) for c in KERNEL_CASES])
+    check_cuda_kernels([op_group(c) for c in KERNEL_CASES])
 
 
 # ---- torch models through the CLI -------------------------------------------------------------

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
-from pipeline_checks import check_c_kernels, check_emulated_cuda_kernels, imports_and_agrees, node_kinds
+from pipeline_checks import check_c_kernels, check_cuda_kernels, imports_and_agrees, node_kinds
 from test_codegen_ops import Case
 from test_cuda import op_group
 
@@ -351,7 +351,7 @@ def test_c_kernels_match_the_reference() -> None:
 
 
 def test_cuda_kernels_match_the_reference_emulated() -> None:
-    check_emulated_cuda_kernels([op_group(c) for c in KERNEL_CASES])
+    check_cuda_kernels([op_group(c) for c in KERNEL_CASES])
 
 
 def test_resize_is_verifiable_and_injective() -> None:

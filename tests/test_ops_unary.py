@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from onnx import TensorProto, helper, numpy_helper
-from pipeline_checks import check_c_kernels, check_emulated_cuda_kernels, optimize_compile_run
+from pipeline_checks import check_c_kernels, check_cuda_kernels, optimize_compile_run
 from test_codegen_ops import Case
 from test_cuda import Group, op_group
 
@@ -303,7 +303,7 @@ def test_c_kernels_match_the_reference() -> None:
 
 
 def test_cuda_kernels_match_the_reference_in_the_emulation() -> None:
-    check_emulated_cuda_kernels(_groups())
+    check_cuda_kernels(_groups())
 
 
 def test_softplus_kernel_does_not_overflow() -> None:
