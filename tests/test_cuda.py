@@ -30,6 +30,7 @@ from taso_py.codegen.target import CPU, CUDA
 from taso_py.codegen.topi import compute, schedule_group
 from taso_py.codegen.topi import conv as conv_ops
 from taso_py.codegen.topi.cuda import dense  # noqa: F401  (registers the cuda schedules)
+from taso_py.codegen.topi.cuda.splitk import reduce_in_block
 from taso_py.codegen.tune.space import Config
 from taso_py.ops import OPS
 from taso_py.ops.conv import Conv2dAttrs
@@ -95,14 +96,16 @@ def matmul_group(a_shape: tuple[int, ...], b_shape: tuple[int, ...], data: bool 
     return Group(f"matmul{a_shape}x{b_shape}", [ta, tb], [y], [a, b], [np.matmul(a, b)] if data else [])
 
 
-def matmul_bias_relu(m: int, k: int, n: int) -> Group:
+def matmul_bias_relu(m: int, k: int, n: int, data: bool = True) -> Group:
     """relu(a @ b + bias): the matmul accumulates in registers inside the element-wise output."""
-    a, b, bias = rand(m, k), rand(k, n), rand(n)
-    ta, tb, tbias = (te.placeholder(x.shape, name=nm) for x, nm in ((a, "A"), (b, "B"), (bias, "bias")))
+    shapes = ((m, k), (k, n), (n,))
+    ta, tb, tbias = (te.placeholder(x, name=nm) for x, nm in zip(shapes, ("A", "B", "bias")))
     (y,) = compute("matmul", [ta, tb], None, [TensorType((m, n))])
     (added,) = compute("add", [y, tbias], None, [TensorType((m, n))])
     (out,) = compute("relu", [added], None, [TensorType((m, n))])
-    return Group(f"relu(matmul+bias){m, k, n}", [ta, tb, tbias], [out], [a, b, bias], [np.maximum(a @ b + bias, 0)])
+    a, b, bias = (rand(*x) for x in shapes) if data else (None, None, None)
+    return Group(f"relu(matmul+bias){m, k, n}", [ta, tb, tbias], [out], [a, b, bias] if data else [],
+                 [np.maximum(a @ b + bias, 0)] if data else [])
 
 
 def transposed_matmul() -> Group:
@@ -122,17 +125,21 @@ CONV_CASES = {
     "bias-relu": ((1, 16, 8, 8), (16, 16, 3, 3), {"pad": (1, 1, 1, 1), "act": "relu"}, True),
     "dilated-asym-pad": ((1, 4, 11, 10), (8, 4, 3, 3), {"pad": (2, 1, 0, 1), "dilation": (2, 2)}, True),
     "odd-sigmoid": ((1, 3, 7, 5), (5, 3, 2, 3), {"act": "sigmoid"}, True),
+    # few outputs, a long reduction: split over the threads of a block (with groups too)
+    "small-many-channels": ((1, 64, 3, 3), (40, 64, 3, 3), {"pad": (1, 1, 1, 1)}, True),
+    "groups-split": ((1, 64, 4, 4), (32, 32, 3, 3), {"groups": 2, "pad": (1, 1, 1, 1), "act": "relu"}, False),
 }
 
 
-def conv_group(label: str) -> Group:
+def conv_group(label: str, data: bool = True) -> Group:
     x_shape, w_shape, attrs, has_bias = CONV_CASES[label]
     a = Conv2dAttrs(**attrs)
-    arrays = [rand(*x_shape), rand(*w_shape)] + ([rand(w_shape[0])] if has_bias else [])
-    ins = [te.placeholder(x.shape, name=f"in{k}") for k, x in enumerate(arrays)]
-    types = list(OPS["conv2d"].shape([TensorType.of(x) for x in arrays], a))
+    shapes = [x_shape, w_shape] + ([(w_shape[0],)] if has_bias else [])
+    arrays = [rand(*x) for x in shapes] if data else []
+    ins = [te.placeholder(x, name=f"in{k}") for k, x in enumerate(shapes)]
+    types = list(OPS["conv2d"].shape([TensorType(x) for x in shapes], a))
     return Group(f"conv2d-{label}", ins, list(compute("conv2d", ins, a, types)), arrays,
-                 list(OPS["conv2d"].ref(arrays, a)))
+                 list(OPS["conv2d"].ref(arrays, a)) if data else [])
 
 
 def conv_nchwc() -> Group:
@@ -182,6 +189,7 @@ def dense_groups() -> list[Group]:
     shapes = [((64, 48), (48, 80)), ((128, 96), (96, 80)), ((3, 16, 24), (3, 24, 32)), ((2, 1, 12, 8), (3, 8, 32)),
               ((4, 16, 24), (24, 32)), ((1, 64), (64, 32)), ((24,), (3, 24, 16)), ((5, 24), (24,)), ((7, 5), (5, 3))]
     return [*(matmul_group(a, b) for a, b in shapes), matmul_bias_relu(32, 48, 64), matmul_bias_relu(70, 33, 50),
+            matmul_bias_relu(1, 300, 130),
             transposed_matmul(), matmul_two_outputs(),
             conv_flatten(), *(conv_group(k) for k in sorted(CONV_CASES)), conv_nchwc(), pool_relu()]
 
@@ -243,7 +251,9 @@ def test_every_kernel_matches_numpy_on_the_gpu(funcs: list[PrimFunc]) -> None:
 @pytest.mark.parametrize("knobs", [{"block_m": 32, "block_n": 16, "thread_m": 2, "thread_n": 1, "tile_k": 8},
                                    {"block_m": 16, "block_n": 128, "thread_m": 1, "thread_n": 8, "tile_k": 32,
                                     "threads": 64},
-                                   {"threads": 1024, "tile_oc": 8}, {"threads": 64, "tile_oc": 2}])
+                                   {"threads": 1024, "tile_oc": 8}, {"threads": 64, "tile_oc": 2},
+                                   {"kernel": "pixel", "tile_oc": 4},
+                                   {"kernel": "splitk", "block_cols": 64, "split_k": 2}])
 def test_other_knob_values_compute_the_same(knobs: dict) -> None:
     """What a tuner may pick: other tiles and block sizes, same results."""
     groups = [matmul_group((70, 40), (40, 90)), matmul_bias_relu(33, 20, 65), conv_group("3x3-pad"),
@@ -272,6 +282,75 @@ def test_tiled_matmul_source() -> None:
     first, second = (i for i in range(len(kernel)) if kernel.startswith("__syncthreads", i))
     assert "A_shared[" in kernel[:first] and "= A[" in kernel[:first]
     assert "matmul_local[" in kernel[first:second] and "+ (A_shared[" in kernel[first:second]
+
+
+def launches(text: str) -> dict[str, tuple[str, str]]:
+    """Each kernel's (grid, block) dims, as the host wrapper launches it."""
+    found = re.findall(r"TASO_LAUNCH\((\w+), dim3\(([^)]*)\), dim3\(([^)]*)\)", text)
+    return {name: (grid, block) for name, grid, block in found}
+
+
+def split_kernel(text: str) -> tuple[int, tuple[int, ...]]:
+    """The blocks and block dims of the one kernel with a shared-memory reduction."""
+    (name,) = re.findall(r"__global__ void __launch_bounds__\(\d+\) (\w+)\((?:(?!__global__).)*?__shared__", text, re.S)
+    grid, block = launches(text)[name]
+    return int(np.prod([int(d) for d in grid.split(", ")])), tuple(int(d) for d in block.split(", "))
+
+
+def test_small_rows_matmul_splits_k_over_the_threads_of_a_block() -> None:
+    """1 x 300 @ 300 x 130 (+bias, relu): a block per 8 columns, K over 4 threads each, partial sums
+    in shared memory, combined and written out by the same kernel."""
+    g = matmul_bias_relu(1, 300, 130, data=False)
+    cfg = Config()
+    text = source(g.lower(cfg))
+    assert cfg.chosen() == {"kernel": "splitk", "block_cols": 8, "split_k": 4}
+    assert text.count("__global__") == 1 and "__shared__ float matmul_rf[32];" in text
+    assert split_kernel(text) == (17, (8, 4, 1))
+
+
+@pytest.mark.parametrize(("group", "blocks"), [
+    (lambda: conv_group("small-many-channels", data=False), 45),
+    (lambda: matmul_bias_relu(1, 25088, 4096, data=False), 512),  # VGG-19's first FC layer
+    (lambda: matmul_group((1, 2048), (2048, 1000), data=False), 125),  # ResNet-50's FC layer: 8 columns per block
+])
+def test_batch1_layers_are_split_over_blocks(monkeypatch: pytest.MonkeyPatch, group: object, blocks: int) -> None:
+    """Blocks of the fewest columns that give 2 x 132 blocks (8 columns: a 32-byte sector of B per row)."""
+    monkeypatch.delenv("TASO_CUDA_SMS", raising=False)
+    assert split_kernel(source(group().lower()))[0] == blocks  # type: ignore[operator]
+
+
+def test_resnet_last_stage_conv_fills_132_multiprocessors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """1x512x7x7, 3x3 over 512 channels: 25088 outputs, 100 threads per multiprocessor as one thread per
+    output; split, 784 blocks of 32 channels x 8 slices of the reduction (at least two blocks per SM)."""
+    monkeypatch.delenv("TASO_CUDA_SMS", raising=False)
+    x, w = te.placeholder((1, 512, 7, 7), name="x"), te.placeholder((512, 512, 3, 3), name="w")
+    a = Conv2dAttrs(pad=(1, 1, 1, 1), act="relu")
+    (y,) = compute("conv2d", [x, w], a, list(OPS["conv2d"].shape([TensorType(x.shape), TensorType(w.shape)], a)))
+    text = source(lower(schedule_group([y], Config(), target=CUDA), [x, w, y], "last"))
+    blocks, dims = split_kernel(text)
+    assert blocks >= 2 * 132 and dims == (32, 8, 1)
+    monkeypatch.setenv("TASO_CUDA_SMS", "4")  # a small GPU: one output channel per thread suffices
+    cfg = Config()
+    schedule_group([y], cfg, target=CUDA)
+    assert cfg.chosen()["kernel"] == "pixel"
+    monkeypatch.setenv("TASO_CUDA_SMS", "many")
+    with pytest.raises(CodegenError, match="TASO_CUDA_SMS must be a positive number"):
+        schedule_group([y], Config(), target=CUDA)
+
+
+def test_reduce_in_block_splits_any_reduction() -> None:
+    """The primitive on its own: a max over 100 (not a multiple of the 8 slices), 2 rows per thread."""
+    x = te.placeholder((2, 37, 100), name="x")
+    k = te.reduce_axis(100, "k")
+    y = te.compute((2, 37), lambda b, i: te.max_reduce(x[b, i, k.var], k), name="y")
+    s = create_schedule(y)
+    b, i = s[y].axes
+    s[y].bind(reduce_in_block(s, s[y], i, 16, 8, rows=[b]), "blockIdx.x")
+    f = lower(s, [x, y], "rowmax")
+    assert split_kernel(source(f)) == (3, (16, 8, 1))
+    data, out = rand(2, 37, 100), np.zeros((2, 37), np.float32)
+    build_emulated(f)["rowmax"](data, out)
+    np.testing.assert_array_equal(out, data.max(axis=2))
 
 
 @needs_nvcc

@@ -11,12 +11,22 @@ computed at the block's tile (a `cache_write` to "local" when the matmul is itse
 else the anchor read by its element-wise consumer, e.g. `relu(a @ b + bias)`); the CUDA
 emitter keeps each thread's part of it in registers.
 
+Few rows (a batch-1 fully connected layer, M x batch <= MATVEC_ROWS): a matrix-vector
+product, memory bound on B. A block takes `block_cols` columns and splits K over `split_k`
+threads each (`splitk.reduce_in_block`): B read along its rows by neighbouring threads, every
+row of A in each thread's registers, the element-wise consumer (bias, relu) applied to the
+combined sums.
+
 Conv2d: each thread computes `tile_oc` output channels of one output pixel, so every input
 value it loads serves `tile_oc` multiply-adds; bias and activation follow in a second kernel.
+Where that gives too few threads to fill the GPU (the small images of a network's last
+stages) and the reduction is long, a block takes `block_cols` output channels of one pixel
+instead, the reduction split over `split_k` threads each, as the matrix-vector product.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from taso_py.codegen import te
@@ -24,9 +34,12 @@ from taso_py.codegen.schedule.schedule import Schedule, Stage
 from taso_py.codegen.target import CUDA
 from taso_py.codegen.te.tensor import Tensor, TensorRead
 from taso_py.codegen.topi.cuda.generic import bind_elements, elementwise_consumer, schedule_stages, threads_knob
+from taso_py.codegen.topi.cuda.splitk import BLOCK, MIN_STEPS, blocks_wanted, reduce_in_block, split_knobs
 from taso_py.codegen.topi.injective import fuse_all
 from taso_py.codegen.topi.registry import register_schedule
 from taso_py.codegen.tune.space import Config
+
+MATVEC_ROWS = 16  # rows (M x batch) up to which a matmul is a matrix-vector product: one B load serves them all
 
 
 def _operands(st: Stage) -> list[Tensor]:
@@ -48,10 +61,16 @@ def cooperative_fetch(st: Stage, ty: int, tx: int) -> None:
 
 @register_schedule("matmul", target=CUDA)
 def schedule_matmul(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:
-    """Knobs: block_m, block_n, thread_m, thread_n, tile_k (and threads for matrix-vector products)."""
+    """Knobs: kernel (tile | splitk); block_m, block_n, thread_m, thread_n, tile_k (tile); block_cols,
+    split_k (splitk); threads (a matrix times a vector: one thread per output element)."""
     attrs = anchor.op.attrs
-    if not (attrs["has_m"] and attrs["has_n"]):
-        schedule_stages(s, anchor, outputs, cfg)  # a matrix-vector product: one thread per output element
+    if not attrs["has_n"]:
+        schedule_stages(s, anchor, outputs, cfg)  # a matrix times a vector: one thread per output element
+        return
+    rows = math.prod(anchor.shape[:-1])
+    kernels = ("tile", "splitk") if attrs["has_m"] else ("splitk",)
+    if cfg.knob("kernel", kernels, default="splitk" if rows <= MATVEC_ROWS else "tile") == "splitk":
+        _schedule_matvec(s, anchor, outputs, cfg)
         return
     big = anchor.shape[-2] >= 512 and anchor.shape[-1] >= 512  # 128x128 tiles, 8x8 per thread (64 registers)
     bm = cfg.knob("block_m", (16, 32, 64, 128), default=128 if big else 64)
@@ -106,27 +125,106 @@ def schedule_matmul(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
         cooperative_fetch(cache, ty.extent, tx.extent)
 
 
+def _schedule_matvec(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:
+    """A block per `block_cols` columns, all rows, K split over `split_k` threads per column; an
+    element-wise consumer (bias, relu) writes the block's columns from the combined sums."""
+    n_ext = anchor.shape[-1]
+    (k,) = s[anchor].reduce_axes
+    rows = math.prod(anchor.shape[:-1])
+    cols, parts = split_knobs(cfg, n_ext, 1, k.extent, rows, anchor.dtype)
+    consumer = elementwise_consumer(s, anchor)
+    acc = s[anchor]
+    *row_axes, col = acc.axes
+    if consumer is None:
+        acc.bind(reduce_in_block(s, acc, col, cols, parts, row_axes), "blockIdx.x")
+        main = acc
+    else:
+        main = consumer
+        *m_rows, m_col = main.leaf
+        bj, jj = main.split(m_col, cols)
+        ty, tx = main.split(jj, nparts=1)
+        main.reorder(bj, ty, tx, *m_rows)
+        main.bind(bj, "blockIdx.x")
+        main.bind(ty, "threadIdx.y")  # one trip: the threads of slice 0 write the block's columns
+        main.bind(tx, "threadIdx.x")
+        acc.compute_at(main, bj)
+        reduce_in_block(s, acc, col, cols, parts, row_axes)
+    for out in outputs:
+        if s[out] is not main:
+            bind_elements(s[out], threads_knob(cfg))
+
+
+def _pixel_defaults(outputs: int, channels: int) -> tuple[int, int]:
+    """(tile_oc, threads): the most channels per thread (each input load serves them all) and then
+    the largest block that still gives `blocks_wanted()` blocks; else one channel, 64 threads."""
+    for tile_oc in (4, 2, 1):
+        if channels % tile_oc == 0 and -(-outputs // tile_oc) >= blocks_wanted() * BLOCK:
+            return tile_oc, BLOCK
+    for threads in (128, 64):
+        if outputs >= blocks_wanted() * threads:
+            return 1, threads
+    return 1, 64
+
+
 @register_schedule("conv2d", target=CUDA)
 def schedule_conv2d(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg: Config) -> None:
-    """Knobs: tile_oc (output channels per thread), threads (per block).
+    """Knobs: kernel (pixel | splitk), tile_oc (output channels per thread) and threads (per
+    block) of the pixel kernel, block_cols and split_k of the split one.
 
     The accumulator's channel axis is axis 1 of an NCHW accumulator, the last of a
-    channels-last one. Each thread accumulates its channels in place (its own elements of
-    the accumulator, `__restrict__`, so nvcc keeps them in registers across the reduction);
-    no per-thread stage is attached inside the fused pixel loop, whose `//` and `%` bound
-    inference cannot see through. The epilogue (bias, activation, the NCHW output of a
-    channels-last accumulator) is a second kernel, one thread per element."""
-    threads = threads_knob(cfg)
+    channels-last one. In the pixel kernel each thread accumulates its channels in place (its
+    own elements of the accumulator, `__restrict__`, so nvcc keeps them in registers across the
+    reduction); no per-thread stage is attached inside the fused pixel loop, whose `//` and `%`
+    bound inference cannot see through. A channels-last accumulator with a long reduction and
+    too few outputs to fill the GPU takes the split kernel (`_conv_splitk`). The epilogue (bias,
+    activation, the NCHW output of a channels-last accumulator) is a second kernel, one thread
+    per element."""
     chan = 1 if anchor.op.attrs.get("layout", "NCHW") == "NCHW" else anchor.ndim - 1
     channels = anchor.shape[chan]
-    tile_oc = min(channels, cfg.knob("tile_oc", (1, 2, 4, 8), default=4 if channels % 4 == 0 else 1))
     acc = s[anchor]
+    (r,) = acc.reduce_axes
+    size = math.prod(anchor.shape)
+    tile_default, threads_default = _pixel_defaults(size, channels)
+    kernels = ("pixel", "splitk") if chan == anchor.ndim - 1 else ("pixel",)
+    # split where one thread per output would leave the GPU idle, into 4+ slices of MIN_STEPS
+    split = len(kernels) > 1 and size < blocks_wanted() * BLOCK and r.extent >= 4 * MIN_STEPS
+    kernel = cfg.knob("kernel", kernels, default="splitk" if split else "pixel")
+    threads = threads_knob(cfg, default=BLOCK if kernel == "splitk" else threads_default)
     for out in outputs:
         if s[out] is not acc:
             bind_elements(s[out], threads)
-    (r,) = acc.reduce_axes
+    if chan == anchor.ndim - 1:
+        _materialize_columns(s, acc, threads)
+    if kernel == "splitk":
+        _conv_splitk(s, acc, cfg)
+        return
+    tile_oc = min(channels, cfg.knob("tile_oc", (1, 2, 4, 8), default=tile_default))
     _, oi = acc.split(acc.leaf[chan], tile_oc)
     pixels = [ax for ax in acc.leaf if ax not in (oi, r)]
     acc.reorder(*pixels, r, oi)
     bind_elements(acc, threads, pixels)
     acc.unroll(oi)
+
+
+def _materialize_columns(s: Schedule, acc: Stage, threads: int) -> None:
+    """Compute at the kernel's root (a kernel before `acc`'s) the inlined stages `acc` reads at
+    [..., its channel]: conv's weights transposed to [group, ic, kh, kw, o], which neighbouring
+    threads (neighbouring channels) then read at neighbouring words, not OIHW's rows apart. A
+    stage of weights only: the graph compiler computes it once, at compile time."""
+    col = acc.axes[-1].var
+    for e in te.walk(acc.body):
+        if isinstance(e, TensorRead) and e.indices[-1] is col and e.tensor.op in s.stage_map:
+            st = s[e.tensor]
+            if st.attach == "inline":
+                st.attach = "root"
+                bind_elements(st, threads)
+
+
+def _conv_splitk(s: Schedule, acc: Stage, cfg: Config) -> None:
+    """A block per `block_cols` output channels of one pixel (of one group), the reduction over
+    input channels and taps split over `split_k` threads per channel; neighbouring threads read
+    neighbouring output channels of the weights."""
+    *pixels, col = acc.axes
+    (r,) = acc.reduce_axes
+    cols, parts = split_knobs(cfg, col.extent, math.prod(ax.extent for ax in pixels), r.extent, 1, acc.op.dtype)
+    acc.bind(reduce_in_block(s, acc, col, cols, parts, outer=pixels), "blockIdx.x")

@@ -26,8 +26,8 @@ from taso_py.codegen.tune.space import Config
 THREADS = (64, 128, 256, 512, 1024)
 
 
-def threads_knob(cfg: Config) -> int:
-    return cfg.knob("threads", THREADS, default=256)
+def threads_knob(cfg: Config, default: int = 256) -> int:
+    return cfg.knob("threads", THREADS, default=default)
 
 
 def bind_elements(st: Stage, threads: int, lead: Sequence[IterVar] = ()) -> IterVar | None:
