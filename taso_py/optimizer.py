@@ -23,7 +23,9 @@ from taso_py.library.store import Library
 from taso_py.library.terms import Rule, Var, term_names
 from taso_py.onnx_io import OnnxModel
 from taso_py.onnx_io.names import avoid_names
-from taso_py.search.backtracking import Outcome, Settings, search
+from taso_py.search import backtracking
+from taso_py.search.backtracking import Outcome, Settings
+from taso_py.search.settings import EqsatSettings
 
 
 @dataclass(frozen=True)
@@ -82,8 +84,10 @@ class Optimized:
                  else "left-to-right", "count": n, "text": self.rules[i].text} for i, n in counts.most_common()]
 
 
-def optimize(model: OnnxModel, library: Library, model_cost: CostModel, settings: Settings,
+def optimize(model: OnnxModel, library: Library, model_cost: CostModel, settings: Settings | EqsatSettings,
              progress: Callable[[int, float], None] | None = None) -> Optimized:
+    """The search is the α-search for `Settings`, equality saturation for `EqsatSettings`; `progress`
+    gets (graphs expanded, best cost) from the first, (iteration, e-nodes) from the second."""
     rules = directed_rules(library)
     graph = model.graph.copy()
     # every node made from here on (normal forms, rewrites, folds) gets a name the model does not use
@@ -91,7 +95,11 @@ def optimize(model: OnnxModel, library: Library, model_cost: CostModel, settings
     folded = fold_batchnorm(graph)
     fused = fuse_activations(graph)
     prepare_graph(graph, model_cost)
-    outcome = search(graph, [d.rule for d in rules], model_cost, settings, progress)
+    if isinstance(settings, EqsatSettings):
+        from taso_py.search import eqsat  # egglog is loaded only when asked for
+        outcome = eqsat.search(graph, [d.rule for d in rules], model_cost, settings, progress)
+    else:
+        outcome = backtracking.search(graph, [d.rule for d in rules], model_cost, settings, progress)
     best = outcome.graph.copy()
     fold_constants(best)
     best.remove_unused()

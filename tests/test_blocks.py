@@ -18,6 +18,7 @@ from taso_py.onnx_io import load_model, to_onnx
 from taso_py.optimizer import optimize
 from taso_py.runtime import compare_models, random_feeds
 from taso_py.search.backtracking import Settings
+from taso_py.search.settings import EqsatSettings
 from tests.op_count import OpCount
 
 LIBRARY = load()
@@ -37,11 +38,21 @@ def test_every_block_names_its_merge():
     assert MERGED.keys() == BLOCKS.keys()
 
 
-@pytest.mark.parametrize("name", list(BLOCKS))
-def test_the_shipped_library_merges_each_block(name: str):
+EQSAT_MISSES = pytest.mark.xfail(strict=True, reason=(
+    "issue 21, open: identity rules make the e-graph one strongly connected set of classes, and the "
+    "exact extraction with Tensat's acyclicity constraints finds no solution in its 5 s; greedy "
+    "extraction cannot see that a merge pays"))
+
+
+@pytest.mark.parametrize(("name", "search"), [
+    pytest.param(n, s, marks=EQSAT_MISSES) if (n, s) == ("lstm_gates", "eqsat") else (n, s)
+    for n in BLOCKS for s in ("backtrack", "eqsat")])
+def test_the_shipped_library_merges_each_block(name: str, search: str):
+    """Both searches find the block's merge (equality saturation through its exact extraction)."""
     source = BLOCKS[name]()
     imported = load_model(source)
-    result = optimize(imported, LIBRARY, OpCount(), Settings(budget=200, timeout=60))
+    settings = Settings(budget=200, timeout=60) if search == "backtrack" else EqsatSettings()
+    result = optimize(imported, LIBRARY, OpCount(), settings)
     op, most = MERGED[name]
     before = Counter(n.op.name for n in imported.graph.nodes.values())[op]
     after = Counter(n.op.name for n in result.model.graph.nodes.values())[op]

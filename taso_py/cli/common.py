@@ -16,6 +16,8 @@ import click
 from taso_py.errors import InputError, TasoError
 from taso_py.onnx_io import OnnxModel, load_model, parse_input_shapes, save_model
 from taso_py.runtime import DEFAULT_RTOL, Comparison, check_equivalent
+from taso_py.search.backtracking import Settings
+from taso_py.search.settings import EqsatSettings
 
 
 class TasoGroup(click.Group):
@@ -83,6 +85,21 @@ def check_options(f: Callable) -> Callable:
     f = click.option("--rtol", type=click.FloatRange(min=0.0), default=DEFAULT_RTOL, show_default=True,
                      help="The check: per output, max|a-b| / max|a| <= RTOL, on two seeded random input sets.")(f)
     return click.option("--no-check", is_flag=True, help="Skip the ONNX Runtime comparison with the original.")(f)
+
+
+def search_option(f: Callable) -> Callable:
+    return click.option("--search", type=click.Choice(["backtrack", "eqsat"]), default="backtrack", show_default=True,
+                        help="backtrack: TASO's α-relaxed search; eqsat: equality saturation (egglog) with "
+                             "greedy and integer-program extraction.")(f)
+
+
+def search_settings(search: str, alpha: float = 1.05, budget: int = 1000, timeout: float = 30.0, seed: int = 0
+                    ) -> Settings | EqsatSettings:
+    """The settings that choose the search (`optimizer.optimize` dispatches on their type); for eqsat,
+    `timeout` caps its saturation bound."""
+    if search == "eqsat":
+        return EqsatSettings(timeout=min(timeout, EqsatSettings.timeout))
+    return Settings(alpha, budget, timeout, seed)
 
 
 def json_option(f: Callable) -> Callable:

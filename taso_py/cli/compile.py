@@ -12,7 +12,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from taso_py.cli.common import CheckFailed, emit_json, input_shape_option, json_option, load, model_argument
+from taso_py.cli.common import (
+    CheckFailed,
+    emit_json,
+    input_shape_option,
+    json_option,
+    load,
+    model_argument,
+    search_option,
+    search_settings,
+)
 from taso_py.cli.rules import library_option
 from taso_py.codegen.target import CPU, TARGETS, Target
 from taso_py.library.store import load as load_library
@@ -23,7 +32,6 @@ from taso_py.optimizer import cost_model, optimize
 from taso_py.runtime import CHECK_SEEDS, check_equivalent, compare_output_sets, compare_outputs
 from taso_py.runtime import run as ort_run
 from taso_py.runtime import run_sets as ort_run_sets
-from taso_py.search.backtracking import Settings
 
 
 @click.command("compile")
@@ -44,10 +52,11 @@ from taso_py.search.backtracking import Settings
               help="Measured schedule candidates per kernel (0: default schedules, or earlier tuning records).")
 @click.option("--records", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Tuning records to read and extend (default: ~/.cache/taso-py/tuning.jsonl).")
+@search_option
 @input_shape_option
 @json_option
 def compile_command(model: Path, target_name: str, out: Path, no_optimize: bool, library_path: Path | None, cost: str,
-                    speed_runs: int, trials: int, records: Path | None, input_shapes: tuple[str, ...],
+                    speed_runs: int, trials: int, records: Path | None, search: str, input_shapes: tuple[str, ...],
                     as_json: bool) -> None:
     """Compile MODEL into DIR: fused kernels in C, one shared library, a manifest and the weights.
 
@@ -75,7 +84,7 @@ def compile_command(model: Path, target_name: str, out: Path, no_optimize: bool,
             model_cost = KernelCost()
         else:
             model_cost = cost_model("analytical" if cost == "kernels" else cost, 0, imported.opset)
-        result = optimize(imported, library, model_cost, Settings(1.05, 1000, 30.0, 0))
+        result = optimize(imported, library, model_cost, search_settings(search))
         graph_model, rewrites = result.model, len(result.outcome.applied)
         predicted = result.outcome.original_cost / result.outcome.cost if result.outcome.cost else 1.0
     config_for = config_source(records, trials, progress=not as_json) if target.native else None

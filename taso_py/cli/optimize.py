@@ -18,13 +18,14 @@ from taso_py.cli.common import (
     model_argument,
     output_path,
     save_checked,
+    search_option,
+    search_settings,
 )
 from taso_py.cli.rules import library_option
 from taso_py.cost.model import CostModel
 from taso_py.library.store import load as load_library
 from taso_py.optimizer import Optimized, cost_model, optimize
 from taso_py.runtime import Comparison, Latency, latency, random_feeds
-from taso_py.search.backtracking import Settings
 
 
 @click.command("optimize")
@@ -49,11 +50,12 @@ from taso_py.search.backtracking import Settings
 @click.option("--min-speedup", type=click.FloatRange(min=0.0), default=1.0, show_default=True,
               help="Keep the rewritten model only if ONNX Runtime runs it at least this much faster; "
                    "otherwise write the original graph.")
+@search_option
 @input_shape_option
 @check_options
 @json_option
 def optimize_command(model: Path, out: Path | None, library_path: Path | None, cost: str, alpha: float, budget: int,
-                     timeout: float, seed: int, threads: int, speed_runs: int, min_speedup: float,
+                     timeout: float, seed: int, threads: int, speed_runs: int, min_speedup: float, search: str,
                      input_shapes: tuple[str, ...], no_check: bool, rtol: float, atol: float, as_json: bool) -> None:
     """Find a faster equivalent of MODEL with the proved rules and write it, checked against MODEL.
 
@@ -68,10 +70,11 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
                   disable=as_json) as bar:
         task = bar.add_task("measuring operator costs")
 
-        def progress(expanded: int, best: float) -> None:
-            bar.update(task, description=f"search: {expanded} graphs expanded, best cost {best:.4g} {pricing.unit}")
+        def progress(step: int, value: float) -> None:
+            bar.update(task, description=f"saturation: iteration {step}, {value:,.0f} e-nodes" if search == "eqsat"
+                       else f"search: {step} graphs expanded, best cost {value:.4g} {pricing.unit}")
 
-        result = optimize(imported, library, pricing, Settings(alpha, budget, timeout, seed), progress)
+        result = optimize(imported, library, pricing, search_settings(search, alpha, budget, timeout, seed), progress)
     speed: list[Latency] = []
 
     def faster(staged: Path) -> None:
@@ -88,7 +91,7 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
     except NotFaster:
         kept = "original"
         check = save_checked(model, imported, target, "re-exported", not no_check, rtol, atol, seed)
-    report = _report(model, target, result, pricing, check)
+    report = _report(model, target, result, pricing, check, search)
     report["speed"] = {**speed[0].to_json(), "kept": kept} if speed else None
     if as_json:
         emit_json(report)
@@ -102,7 +105,9 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
         folded = (f" ({result.batchnorms_folded} batch norms and {result.activations_fused} activations fused "
                   "into convolutions first, as ORT does)") if fused else ""
         console.print(f"search cost{folded} {o.original_cost:.4g} → {o.cost:.4g} {pricing.unit} ({gain:.3f}x) with "
-                      f"{len(o.applied)} rewrites; {o.expanded} graphs expanded in {o.seconds:.1f} s "
+                      f"{len(o.applied)} rewrites; " + (f"{o.expanded} saturation iterations, {o.generated:,} e-nodes"
+                                                          if search == "eqsat" else f"{o.expanded} graphs expanded") +
+                      f" in {o.seconds:.1f} s "
                       f"({o.stopped}){checked}", highlight=False)
         if speed:
             t = speed[0]
@@ -131,7 +136,8 @@ def _table(result: Optimized, unit: str) -> Table:
     return table
 
 
-def _report(model: Path, target: Path, result: Optimized, pricing: CostModel, check: Comparison | None) -> dict:
+def _report(model: Path, target: Path, result: Optimized, pricing: CostModel, check: Comparison | None,
+            search: str) -> dict:
     o = result.outcome
     return {
         "input": str(model), "output": str(target),
@@ -140,7 +146,7 @@ def _report(model: Path, target: Path, result: Optimized, pricing: CostModel, ch
         "rules_applied": result.applied(), "batchnorms_folded": result.batchnorms_folded,
         "activations_fused": result.activations_fused,
         "rejected": result.rejected(),
-        "search": {"expanded": o.expanded, "generated": o.generated, "matches_priced": o.matches,
+        "search": {"kind": search, "expanded": o.expanded, "generated": o.generated, "matches_priced": o.matches,
                    "seconds": round(o.seconds, 3), "stopped": o.stopped, "rules": len(result.rules)},
         "operators": {"before": {k: v[0] for k, v in result.before.items()},
                       "after": {k: v[0] for k, v in result.after.items()}},

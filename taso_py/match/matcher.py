@@ -145,10 +145,19 @@ def _args(graph: Graph, terms: tuple[Term, ...], refs: tuple[Ref, ...], tensors:
 
 def _attributes(graph: Graph, tensors: Mapping[str, Ref], apps: Apps) -> dict[str, Any] | None:
     """Attribute variables bound from the nodes, or None where an attribute disagrees."""
+    return bind_attributes([(term, node.attrs, [graph.type(r).known_shape for r in node.inputs])
+                            for term, node in apps], {v: graph.type(r).known_shape for v, r in tensors.items()})
+
+
+def bind_attributes(apps: Sequence[tuple[Apply, Any, Sequence[tuple[int, ...]]]],
+                    shapes: Mapping[str, tuple[int, ...]]) -> dict[str, Any] | None:
+    """Attribute variables bound from matched operators (pattern, the operator's attributes, its
+    input shapes), or None where an attribute disagrees with what the pattern computes from the
+    shapes; shared by the matcher over graphs and equality saturation over e-graphs."""
     bound: dict[str, Any] = {}
-    for term, node in apps:
+    for term, have_attrs, _ in apps:
         for name, expr in term.attrs:
-            have = getattr(node.attrs, name)
+            have = getattr(have_attrs, name)
             items = expr.items if isinstance(expr, Seq) else (expr,)
             values = have if isinstance(expr, Seq) else (have,)
             if isinstance(expr, Seq) and (not isinstance(have, tuple) or len(have) != len(items)):
@@ -156,13 +165,13 @@ def _attributes(graph: Graph, tensors: Mapping[str, Ref], apps: Apps) -> dict[st
             for item, v in zip(items, values):
                 if isinstance(item, AttrVar) and bound.setdefault(item.name, v) != v:
                     return None
-    inst = Instance({v: graph.type(r).known_shape for v, r in tensors.items()}, bound)
-    for term, node in apps:
+    inst = Instance(shapes, bound)
+    for term, have_attrs, in_shapes in apps:
         try:
-            want = attributes(term, inst, [graph.type(r).known_shape for r in node.inputs])
+            want = attributes(term, inst, in_shapes)
         except (Undefined, KeyError):
             return None
-        if want != node.attrs:
+        if want != have_attrs:
             return None
     return bound
 

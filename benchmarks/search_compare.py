@@ -1,0 +1,85 @@
+"""Both searches on the suite under one cost model: the α-search and equality saturation side by side.
+
+Usage: ``python -m benchmarks.search_compare [--size small|full] [--cost analytical|measured]
+[--models a,b] [--out DIR]``
+
+Each model goes through `optimizer.optimize` twice, as `taso optimize --search backtrack` and
+`--search eqsat` run it (the same normal forms first, the same directed rules, the defaults of
+each search), with one cost model instance, so the costs compare. Per model: the cost before and
+after each search, its seconds (saturation and extraction for eqsat), why it stopped, and the
+e-graph's size. Prints the CPU model and writes DIR/search_compare.json and .md
+(default DIR: benchmarks/results).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from benchmarks.machine_info import lscpu_model
+from benchmarks.models import MODELS, build
+from taso_py.atomic import write_json, write_text
+from taso_py.library.store import load as load_library
+from taso_py.onnx_io import load_model
+from taso_py.optimizer import cost_model, optimize
+from taso_py.search.backtracking import Settings
+from taso_py.search.settings import EqsatSettings
+
+
+def compare(name: str, size: str, cost: str) -> dict[str, Any]:
+    imported = load_model(build(name, size))
+    library = load_library(None)
+    model = cost_model(cost, 0, imported.opset)
+    row: dict[str, Any] = {"model": name}
+    for label, settings in (("backtrack", Settings()), ("eqsat", EqsatSettings())):
+        o = optimize(imported, library, model, settings).outcome
+        row["original"] = o.original_cost
+        row[label] = {"cost": o.cost, "gain": o.original_cost / o.cost if o.cost else 1.0,
+                      "seconds": round(o.seconds, 2), "stopped": o.stopped, "rewrites": len(o.applied),
+                      **({"enodes": o.generated, "iterations": o.expanded} if label == "eqsat" else
+                         {"expanded": o.expanded})}
+    return row
+
+
+def markdown(rows: list[dict[str, Any]], info: dict[str, Any]) -> str:
+    lines = [f"CPU: {info['cpu']}; load average {info['load']:.2f}; size {info['size']}; cost model {info['cost']}", "",
+             "| model | backtrack gain | s | stopped | eqsat gain | s | stopped | e-nodes | eqsat cost / backtrack |",
+             "| --- | ---: | ---: | --- | ---: | ---: | --- | ---: | ---: |"]
+    for r in rows:
+        b, e = r["backtrack"], r["eqsat"]
+        lines.append(f"| {r['model']} | {b['gain']:.3f}× | {b['seconds']} | {b['stopped']} | {e['gain']:.3f}× | "
+                     f"{e['seconds']} | {e['stopped']} | {e['enodes']:,} | {e['cost'] / b['cost']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", choices=("full", "small"), default="full")
+    ap.add_argument("--cost", choices=("analytical", "measured"), default="analytical")
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = ap.parse_args(argv)
+    names = [m for m in args.models.split(",") if m]
+    unknown = [m for m in names if m not in MODELS]
+    if unknown:
+        ap.error(f"unknown model(s) {', '.join(unknown)}; the suite has {', '.join(MODELS)}")
+    info = {"cpu": lscpu_model(), "load": os.getloadavg()[0], "size": args.size, "cost": args.cost}
+    print(f"CPU: {info['cpu']}", flush=True)
+    rows = []
+    for name in names:
+        rows.append(compare(name, args.size, args.cost))
+        b, e = rows[-1]["backtrack"], rows[-1]["eqsat"]
+        print(f"{name}: backtrack {b['gain']:.3f}x in {b['seconds']} s ({b['stopped']}); "
+              f"eqsat {e['gain']:.3f}x in {e['seconds']} s ({e['stopped']}, {e['enodes']:,} e-nodes)", flush=True)
+    table = markdown(rows, info)
+    print(table)
+    write_json(args.out / "search_compare.json", {"machine": info, "rows": rows})
+    write_text(args.out / "search_compare.md", table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""The e-graph of equality saturation, held by egglog.
+
+One sort `T` holds every e-class: a tensor, or the tuple of outputs of a multi-output operator.
+Its e-nodes are `(A<n> op attrs child_1 .. child_n)` (the operator's name, an integer that
+stands for its attribute object, n children) and `(P tuple index)`, an output of a tuple. Each
+e-class also holds one or more handles `(H k)`: the integers through which this module names
+classes to egglog, since egglog values cannot be written back into commands.
+
+Python adds facts in bulk: rows of the relations `E<n>` (a new node k = op(attrs, children)),
+`EP` (k = output i of a tuple) and `Same` (two handles are equal), written as tab-separated
+files and read with egglog's `input` (a command per fact costs egglog a rule compilation each;
+this is thousands of times faster), then the `load` ruleset turns them into e-nodes and unions.
+Egglog does the rest: hash-consing, congruence closure, and the relational e-matching of the
+rule patterns (`eqsat` registers them as rules that fill match relations). Types, attribute
+objects and which classes are computed from weights only stay here, keyed by handle.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from egglog import bindings
+
+from taso_py.types import TensorType
+
+
+@dataclass(frozen=True)
+class ENode:
+    """An e-node of a snapshot: `op` over `children` (classes), or output `index` of a tuple (op "P")."""
+
+    op: str
+    attr: int
+    children: tuple[int, ...]
+    index: int = -1
+
+
+@dataclass
+class Snapshot:
+    """The e-graph as read back from egglog: classes (small ints) and their e-nodes."""
+
+    class_of: dict[int, int]  # handle -> class
+    handle: dict[int, int]  # class -> one of its handles
+    nodes: dict[int, list[ENode]] = field(default_factory=dict)  # class -> e-nodes
+    rows: dict[str, list[tuple[int, ...]]] = field(default_factory=dict)  # match relation -> rows
+
+    @property
+    def size(self) -> int:
+        return sum(len(v) for v in self.nodes.values())
+
+
+class EGraph:
+    """An egglog e-graph of tensor programs, with the Python side's tables keyed by handle."""
+
+    def __init__(self, max_arity: int) -> None:
+        self.max_arity = max_arity
+        self.egg = bindings.EGraph()
+        self.types: dict[int, tuple[TensorType, ...]] = {}  # handle -> output types
+        self.attrs: list[Any] = []  # attribute id -> attribute object
+        self._attr_ids: dict[tuple[str, Any], int] = {}
+        self.weights: set[int] = set()  # handles of weights
+        self.defs: dict[int, ENode] = {}  # handle -> how it was made (children as handles)
+        self._pending: dict[str, list[tuple[Any, ...]]] = {}
+        self._next = 0
+        self._queries: list[str] = []  # match relations
+        self._tmp = tempfile.TemporaryDirectory(prefix="taso-eqsat-")
+        ctors = " ".join(f"(A{n} String i64{' T' * n})" for n in range(max_arity + 1))
+        load = "\n".join(
+            f"(relation E{n} (i64 String i64{' i64' * n}))\n"
+            f"(rule ((E{n} k op a{''.join(f' c{i}' for i in range(n))})) "
+            f"((union (H k) (A{n} op a{''.join(f' (H c{i})' for i in range(n))}))) :ruleset load)"
+            for n in range(max_arity + 1))
+        self._run(f"""(datatype T (H i64) (P T i64) {ctors})
+(ruleset load)
+(ruleset match)
+(ruleset merge)
+(ruleset comm)
+{load}
+(relation EP (i64 i64 i64))
+(rule ((EP k t i)) ((union (H k) (P (H t) i))) :ruleset load)
+(relation Same (i64 i64))
+(rule ((Same a b)) ((union (H a) (H b))) :ruleset load)""")
+
+    def _run(self, program: str) -> list[Any]:
+        return self.egg.run_program(*self.egg.parse_program(program))
+
+    # ---- facts from Python ----------------------------------------------------------------
+
+    def intern(self, op: str, attrs: Any) -> int:
+        """The id of an attribute object (equal objects of one operator share it; unhashable ones don't)."""
+        try:
+            key = (op, attrs)
+            hash(key)
+        except TypeError:
+            self.attrs.append(attrs)
+            return len(self.attrs) - 1
+        if key not in self._attr_ids:
+            self._attr_ids[key] = len(self.attrs)
+            self.attrs.append(attrs)
+        return self._attr_ids[key]
+
+    def unique(self, attrs: Any) -> int:
+        """An attribute id no other node shares: leaves and opaque nodes are never equal to another."""
+        self.attrs.append(attrs)
+        return len(self.attrs) - 1
+
+    def node(self, op: str, attr: int, children: Sequence[int], types: Sequence[TensorType],
+             weight: bool = False) -> int:
+        """A new e-node's handle; with several types it is a tuple, read through `pick`."""
+        if len(children) > self.max_arity:
+            raise ValueError(f"{op} has {len(children)} inputs, more than this e-graph's {self.max_arity}")
+        k = self._handle(tuple(types))
+        self._pending.setdefault(f"E{len(children)}", []).append((k, op, attr, *children))
+        self.defs[k] = ENode(op, attr, tuple(children))
+        if weight:
+            self.weights.add(k)
+        return k
+
+    def pick(self, parent: int, index: int) -> int:
+        k = self._handle((self.types[parent][index],))
+        self._pending.setdefault("EP", []).append((k, parent, index))
+        self.defs[k] = ENode("P", -1, (parent,), index)
+        return k
+
+    def union(self, a: int, b: int) -> None:
+        self._pending.setdefault("Same", []).append((a, b))
+
+    def _handle(self, types: tuple[TensorType, ...]) -> int:
+        k = self._next
+        self._next += 1
+        self.types[k] = types
+        return k
+
+    def flush(self) -> bool:
+        """Hand the pending facts to egglog (one file per relation) and build their e-nodes."""
+        if not self._pending:
+            return False
+        commands = []
+        for rel, rows in self._pending.items():
+            path = Path(self._tmp.name) / f"{rel}.tsv"
+            path.write_text("".join("\t".join(map(str, row)) + "\n" for row in rows))
+            commands.append(f'(input {rel} "{path}")')
+        self._pending = {}
+        self._run("\n".join(commands) + "\n(run load 1)")
+        return True
+
+    # ---- rules and matches ----------------------------------------------------------------
+
+    def add_query(self, name: str, columns: Sequence[str], sorts: Sequence[str], atoms: Iterable[str],
+                  merge: bool = False) -> None:
+        """A match relation `name` filled by a rule whose body is `atoms` (egglog patterns); `merge`
+        puts it in the ruleset of multi-output rules, which `match` runs only when asked."""
+        self._queries.append(name)
+        self._run(f"(relation {name} ({' '.join(sorts)}))\n"
+                  f"(rule ({' '.join(atoms)}) (({name} {' '.join(columns)})) :ruleset {'merge' if merge else 'match'})")
+
+    def add_commutative(self, op: str) -> None:
+        self._run(f'(rewrite (A2 "{op}" s a b) (A2 "{op}" s b a) :ruleset comm)')
+
+    def match(self, merges: bool) -> None:
+        self._run("(run comm 1)\n(run match 1)" + ("\n(run merge 1)" if merges else ""))
+
+    @property
+    def handles(self) -> int:
+        """How many handles (about how many e-nodes) Python has made."""
+        return self._next
+
+    def snapshot(self) -> Snapshot:
+        """The e-graph and the match relations, with egglog's values renamed to small ints."""
+        frozen = self.egg.freeze().functions
+        ids: dict[Any, int] = {}
+
+        def cls(v: Any) -> int:
+            return ids.setdefault(v, len(ids))
+
+        to_int = self.egg.value_to_i64
+        class_of = {to_int(r.inputs[0]): cls(r.output) for r in frozen["H"].rows}
+        snap = Snapshot(class_of, {})
+        for k, c in class_of.items():
+            snap.handle.setdefault(c, k)
+        for n in range(self.max_arity + 1):
+            for r in frozen[f"A{n}"].rows:
+                node = ENode(self.egg.value_to_string(r.inputs[0]), to_int(r.inputs[1]),
+                             tuple(cls(v) for v in r.inputs[2:]))
+                snap.nodes.setdefault(cls(r.output), []).append(node)
+        for r in frozen["P"].rows:
+            snap.nodes.setdefault(cls(r.output), []).append(ENode("P", -1, (cls(r.inputs[0]),), to_int(r.inputs[1])))
+        for name in self._queries:
+            sorts = frozen[name].input_sorts
+            snap.rows[name] = [tuple(cls(v) if s == "T" else to_int(v) for v, s in zip(r.inputs, sorts))
+                               for r in frozen[name].rows]
+        return snap
+
+    def enode(self, handle: int, snap: Snapshot) -> tuple[int, ENode]:
+        """The class and e-node (children as the snapshot's classes) that `handle` was made as."""
+        d = self.defs[handle]
+        return snap.class_of[handle], ENode(d.op, d.attr, tuple(snap.class_of[h] for h in d.children), d.index)
+
+    def close(self) -> None:
+        self._tmp.cleanup()

@@ -1,0 +1,203 @@
+"""Equality saturation (`search.eqsat` on egglog) and its extraction (`search.extract`).
+
+Both searches find the known best graphs in test_optimizer.py and the substitution blocks' merges
+in test_blocks.py; here: the e-graph encoding of every library rule finds the rule's own source and unions its
+destination with it, extraction never builds a cycle, and random small graphs keep their outputs.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from taso_py import ops
+from taso_py.cost.model import graph_cost
+from taso_py.graph.ir import Graph
+from taso_py.library.instances import Undefined
+from taso_py.library.syntax import parse_rule
+from taso_py.optimizer import directed_rules
+from taso_py.search import eqsat
+from taso_py.search.egraph import EGraph, ENode, Snapshot
+from taso_py.search.extract import _dag_cost, _node_costs, constant_classes, greedy, ilp
+from taso_py.search.settings import EqsatSettings
+from taso_py.types import TensorType
+from taso_py.verifier.encoding import encode_rule
+from taso_py.verifier.refuter import instances
+from tests.op_count import OpCount
+from tests.test_optimizer import DEFAULT, _build, _graph, _same_outputs, _weight_vars, small_graphs
+
+RULES = [d.rule for d in directed_rules(DEFAULT)]
+
+
+def _source_graph(rule) -> tuple[Graph, list] | None:
+    """A graph of the rule's source on shapes Z3 finds for it (None where none is defined)."""
+    weights = set().union(*(_weight_vars(t) for t in (*rule.src, *rule.dst)))
+    for seed, count in ((0, 4), (1, 16)):
+        for inst in instances(rule, encode_rule(rule), count, random.Random(seed)):
+            g, refs = _graph({v: tuple(s) for v, s in inst.shapes.items() if v in weights},
+                             {v: tuple(s) for v, s in inst.shapes.items() if v not in weights})
+            try:
+                roots = [_build(g, refs, t, inst, {}) for t in rule.src]
+            except Undefined:
+                continue
+            g.set_outputs(roots, [f"out{i}" for i in range(len(roots))])
+            return g, roots
+    return None
+
+
+@pytest.mark.parametrize("index", range(0, len(RULES), 7))
+def test_every_rule_encoding_finds_its_source_and_unions_its_destination(index: int):
+    """Every 7th directed rule (the rest are alike in form; all run in the slow test below)."""
+    _round_trip(index)
+
+
+@pytest.mark.slow
+def test_every_directed_rule_round_trips_through_the_egraph():
+    for index in range(len(RULES)):
+        _round_trip(index)
+
+
+def _round_trip(index: int) -> None:
+    rule = RULES[index]
+    made = _source_graph(rule)
+    if made is None:
+        pytest.skip("no shapes on which the source is defined")
+    g, roots = made
+    eg = EGraph(max(4, max(len(n.inputs) for n in g.nodes.values())))
+    try:
+        loaded = eqsat._load(eg, g)
+        pattern = eqsat.compile_rule(0, rule)
+        eg.add_query(pattern.name, pattern.columns, pattern.sorts, pattern.atoms, merge=len(rule.src) > 1)
+        eg.flush()
+        eg.match(merges=True)
+        snap = eg.snapshot()
+        root_classes = [snap.class_of[_tensor_handle(eg, loaded, r)] for r in roots]
+        rows = [dict(zip(pattern.columns, row)) for row in snap.rows[pattern.name]]
+        assert any([row[c] for c in pattern.roots] == root_classes for row in rows), \
+            f"{DEFAULT_TEXT[index]}: the pattern does not find its own source"
+        saturation = eqsat._Saturation(eg, [rule], [pattern])
+        before = {c: len(snap.nodes[c]) for c in root_classes}
+        if not saturation.step(snap, 10_000):
+            return  # the destination does not type here (e.g. it needs weights the source reads as data)
+        eg.flush()
+        after = eg.snapshot()
+        grown = [len(after.nodes[after.class_of[_tensor_handle(eg, loaded, r)]]) for r in roots]
+        assert any(n > before[c] for n, c in zip(grown, root_classes)) or len(after.nodes) < len(snap.nodes), \
+            f"{DEFAULT_TEXT[index]}: the destination was not unioned with the source"
+    finally:
+        eg.close()
+
+
+DEFAULT_TEXT = [d.text for d in directed_rules(DEFAULT)]
+
+
+def _tensor_handle(eg: EGraph, loaded: dict[int, int], ref) -> int:
+    h = loaded[ref.node]
+    if len(eg.types[h]) == 1:
+        return h
+    return next(k for k, d in eg.defs.items() if d.op == "P" and d.children == (h,) and d.index == ref.index)
+
+
+def test_extraction_never_chooses_a_cycle():
+    """transpose(transpose(x)) == x puts x's class inside its own transposes: the choice must bottom
+    out at the input, in both extractors, and the graph built from it keeps its outputs."""
+    g, r = _graph({}, {"x": (3, 4)})
+    (t,) = g.add("transpose", [r["x"]], perm=(1, 0))
+    (tt,) = g.add("transpose", [t], perm=(1, 0))
+    (y,) = g.add("relu", [tt])
+    g.set_outputs([y], ["y"])
+    rule = parse_rule("transpose(transpose(a, perm=[1, 0]), perm=[1, 0]) == a")
+    best = eqsat.search(g, [rule, rule.__class__(rule.dst, rule.src)], OpCount())
+    assert [n.op.name for n in best.graph.topo_order() if n.op.algebra] == ["relu"]
+    _same_outputs(g, best.graph)
+
+
+def test_both_extractors_on_a_hand_made_cyclic_egraph():
+    """Class 0 = {x, f(1)}, class 1 = {g(0)}, root 2 = {h(1)}: only x breaks the cycle."""
+    x, f, gg, h = ENode("input", 0, ()), ENode("f", 0, (1,)), ENode("g", 0, (0,)), ENode("h", 0, (1,))
+    snap = Snapshot({}, {}, {0: [f, x], 1: [gg], 2: [h]})
+    cost = {(0, x): 0.0, (0, f): 0.0, (1, gg): 1.0, (2, h): 1.0}
+    for choice in (greedy(snap, cost), ilp(snap, cost, [2], 5.0)):
+        assert choice is not None and choice[0] == x and choice[1] == gg and choice[2] == h
+
+
+def test_merges_are_found_and_paid_for_only_by_the_exact_extraction():
+    """Tree cost counts the merged matmul once per projection, so greedy keeps the two matmuls; the
+    integer program counts it once and merges (OpCount: 2 matmuls = 2, merged = 1 + split 0.1)."""
+    g, r = _graph({"k1": (16, 8), "k2": (16, 10)}, {"x": (4, 16)})
+    outs = [g.add("matmul", [r["x"], r[k]])[0] for k in ("k1", "k2")]
+    g.set_outputs(outs, ["y1", "y2"])
+    eg = EGraph(4)
+    try:
+        loaded = eqsat._load(eg, g)
+        patterns = [eqsat.compile_rule(i, rule) for i, rule in enumerate(RULES)]
+        for p in patterns:
+            eg.add_query(p.name, p.columns, p.sorts, p.atoms, merge=len(RULES[p.rule].src) > 1)
+        saturation = eqsat._Saturation(eg, RULES, patterns)
+        for _ in range(3):
+            eg.flush()
+            eg.match(merges=True)
+            snap = eg.snapshot()
+            saturation.step(snap, 10_000)
+        cost = _node_costs(eg, snap, constant_classes(eg, snap), OpCount())
+        roots = [snap.class_of[loaded[ref.node]] for ref in outs]
+        tree = greedy(snap, cost)
+        exact = ilp(snap, cost, roots, 5.0)
+        assert _dag_cost(tree, cost, roots) == pytest.approx(2.0)
+        assert exact is not None and _dag_cost(exact, cost, roots) == pytest.approx(1.1)
+    finally:
+        eg.close()
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_graphs())
+def test_random_graphs_optimized_with_eqsat_keep_their_outputs(g: Graph):
+    best = eqsat.search(g, RULES, OpCount(), EqsatSettings(iterations=3, ilp_timeout=2.0))
+    assert best.cost <= graph_cost(g, OpCount()) + 1e-9
+    _same_outputs(g, best.graph)
+
+
+def test_node_limit_stops_saturation_and_still_extracts():
+    g, r = _graph({f"w{i}": (8, 8) for i in range(4)}, {"x": (2, 8)})
+    outs = [g.add("matmul", [r["x"], r[f"w{i}"]])[0] for i in range(4)]
+    g.set_outputs(outs, [f"y{i}" for i in range(4)])
+    best = eqsat.search(g, RULES, OpCount(), EqsatSettings(node_limit=40))
+    assert best.stopped == "node limit" and best.cost <= 4.0
+    _same_outputs(g, best.graph)
+
+
+def test_a_pick_of_a_split_is_a_tensor_class():
+    """Sanity of the encoding the patterns rely on: a split's outputs are picks of one tuple class."""
+    eg = EGraph(2)
+    try:
+        x = eg.node("input", eg.unique("x"), [], [TensorType((4, 6))])
+        attrs = ops.get("split").make_attrs(axis=1, sizes=(2, 4))
+        tup = eg.node("split", eg.intern("split", attrs), [x], [TensorType((4, 2)), TensorType((4, 4))])
+        a, b = eg.pick(tup, 0), eg.pick(tup, 1)
+        eg.flush()
+        snap = eg.snapshot()
+        assert len({snap.class_of[h] for h in (x, tup, a, b)}) == 4
+        assert ENode("P", -1, (snap.class_of[tup],), 1) in snap.nodes[snap.class_of[b]]
+    finally:
+        eg.close()
+
+
+def test_optimize_and_compile_take_search_eqsat(tmp_path):
+    """`--search eqsat` end to end: the merge found, the model checked in ORT and written, the report
+    says which search ran; `taso compile` takes the option too."""
+    import json
+    import subprocess
+
+    from tests.test_optimizer import TASO, _parallel_matmuls
+    model = _parallel_matmuls(tmp_path / "m.onnx", count=3)
+    done = subprocess.run([*TASO, "optimize", str(model), "-o", str(tmp_path / "o.onnx"), "--search", "eqsat",
+                           "--cost", "analytical", "--speed-runs", "0", "--json"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["search"]["kind"] == "eqsat" and report["check"]["ok"]
+    assert report["search"]["stopped"] in ("saturated", "iterations") and report["search"]["generated"] > 0
+    done = subprocess.run([*TASO, "compile", str(model), "--target", "cpu", "-o", str(tmp_path / "m.cpu"),
+                           "--search", "eqsat", "--json"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
