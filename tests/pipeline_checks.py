@@ -13,13 +13,10 @@ from typing import Any
 import numpy as np
 import onnx
 from click.testing import CliRunner
-from test_cuda import Group
+from test_cuda import Group, cuda_modules
 
 from taso_py.cli import main
 from taso_py.codegen.backends.c import build
-from taso_py.codegen.backends.cuda import build as build_cuda
-from taso_py.codegen.backends.cuda import device_count
-from taso_py.codegen.backends.cuda.emulate import build_emulated
 from taso_py.codegen.lower import lower
 from taso_py.codegen.topi import schedule_group
 from taso_py.codegen.tune.space import Config
@@ -63,10 +60,8 @@ def check_c_kernels(groups: Sequence[Group]) -> None:
 
 
 def check_cuda_kernels(groups: Sequence[Group]) -> None:
-    """Every group's CUDA source run under the CPU emulation and checked, and built by nvcc and run
-    on the GPU where one exists (the emulation cannot show races or a launch the device refuses)."""
-    funcs = [g.lower() for g in groups]
-    for mod in [build_emulated(funcs)] + ([build_cuda(funcs)] if device_count() else []):
+    """Every group's CUDA source checked under the CPU emulation, and on the GPU where one exists."""
+    for mod in cuda_modules([g.lower() for g in groups]):
         for g in groups:
             g.check(mod)
 

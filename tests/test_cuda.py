@@ -80,6 +80,12 @@ class Group:
                 np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
 
 
+def cuda_modules(funcs: list[PrimFunc]) -> list[CudaModule]:
+    """The kernels under the CPU emulation, and built by nvcc for the GPU where one exists (the
+    emulation cannot show races or a launch the device refuses)."""
+    return [build_emulated(funcs)] + ([build(funcs)] if device_count() and HAS_NVCC else [])
+
+
 def op_group(case: Case) -> Group:
     raw, canonical, in_types, out_types = case.typed()
     ins = [te.placeholder(t.known_shape, case.dtype, name=f"x{k}") for k, t in enumerate(in_types)]
@@ -258,8 +264,7 @@ def test_other_knob_values_compute_the_same(knobs: dict) -> None:
     """What a tuner may pick: other tiles and block sizes, same results."""
     groups = [matmul_group((70, 40), (40, 90)), matmul_bias_relu(33, 20, 65), conv_group("3x3-pad"),
               conv_group("bias-relu"), op_group(Case("softmax", [(6, 100)], {"axis": -1}))]
-    funcs = [g.lower(Config(knobs)) for g in groups]
-    for mod in [build_emulated(funcs)] + ([build(funcs)] if device_count() and HAS_NVCC else []):
+    for mod in cuda_modules([g.lower(Config(knobs)) for g in groups]):
         for g in groups:
             g.check(mod)
 

@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from taso_py import ops
 from taso_py.cost.model import graph_cost
 from taso_py.graph.ir import Graph
-from taso_py.library.instances import Undefined
 from taso_py.library.syntax import parse_rule
 from taso_py.optimizer import directed_rules
 from taso_py.search import eqsat
@@ -26,9 +25,10 @@ from taso_py.types import TensorType
 from taso_py.verifier.encoding import encode_rule
 from taso_py.verifier.refuter import instances
 from tests.op_count import OpCount
-from tests.test_optimizer import DEFAULT, _build, _graph, _same_outputs, _weight_vars, small_graphs
+from tests.test_optimizer import DEFAULT, _graph, _same_outputs, _weight_vars, small_graphs, source_graph
 
-RULES = [d.rule for d in directed_rules(DEFAULT)]
+DIRECTED = directed_rules(DEFAULT)
+RULES = [d.rule for d in DIRECTED]
 
 
 def _source_graph(rule) -> tuple[Graph, list] | None:
@@ -36,14 +36,9 @@ def _source_graph(rule) -> tuple[Graph, list] | None:
     weights = set().union(*(_weight_vars(t) for t in (*rule.src, *rule.dst)))
     for seed, count in ((0, 4), (1, 16)):
         for inst in instances(rule, encode_rule(rule), count, random.Random(seed)):
-            g, refs = _graph({v: tuple(s) for v, s in inst.shapes.items() if v in weights},
-                             {v: tuple(s) for v, s in inst.shapes.items() if v not in weights})
-            try:
-                roots = [_build(g, refs, t, inst, {}) for t in rule.src]
-            except Undefined:
-                continue
-            g.set_outputs(roots, [f"out{i}" for i in range(len(roots))])
-            return g, roots
+            made = source_graph(rule, inst, weights)
+            if made is not None:
+                return made
     return None
 
 
@@ -67,37 +62,28 @@ def _round_trip(index: int) -> None:
     g, roots = made
     eg = EGraph(max(4, max(len(n.inputs) for n in g.nodes.values())))
     try:
-        loaded = eqsat._load(eg, g)
+        _, tensors = eqsat._load(eg, g)
         pattern = eqsat.compile_rule(0, rule)
         eg.add_query(pattern.name, pattern.columns, pattern.sorts, pattern.atoms, merge=len(rule.src) > 1)
         eg.flush()
         eg.match(merges=True)
         snap = eg.snapshot()
-        root_classes = [snap.class_of[_tensor_handle(eg, loaded, r)] for r in roots]
+        root_classes = [snap.class_of[tensors[r]] for r in roots]
         rows = [dict(zip(pattern.columns, row)) for row in snap.rows[pattern.name]]
         assert any([row[c] for c in pattern.roots] == root_classes for row in rows), \
-            f"{DEFAULT_TEXT[index]}: the pattern does not find its own source"
+            f"{DIRECTED[index].text}: the pattern does not find its own source"
         saturation = eqsat._Saturation(eg, [rule], [pattern])
         before = {c: len(snap.nodes[c]) for c in root_classes}
         if not saturation.step(snap, 10_000):
             return  # the destination does not type here (e.g. it needs weights the source reads as data)
         eg.flush()
         after = eg.snapshot()
-        grown = [len(after.nodes[after.class_of[_tensor_handle(eg, loaded, r)]]) for r in roots]
+        grown = [len(after.nodes[after.class_of[tensors[r]]]) for r in roots]
         assert any(n > before[c] for n, c in zip(grown, root_classes)) or len(after.nodes) < len(snap.nodes), \
-            f"{DEFAULT_TEXT[index]}: the destination was not unioned with the source"
+            f"{DIRECTED[index].text}: the destination was not unioned with the source"
     finally:
         eg.close()
 
-
-DEFAULT_TEXT = [d.text for d in directed_rules(DEFAULT)]
-
-
-def _tensor_handle(eg: EGraph, loaded: dict[int, int], ref) -> int:
-    h = loaded[ref.node]
-    if len(eg.types[h]) == 1:
-        return h
-    return next(k for k, d in eg.defs.items() if d.op == "P" and d.children == (h,) and d.index == ref.index)
 
 
 def test_extraction_never_chooses_a_cycle():
@@ -131,7 +117,7 @@ def test_merges_are_found_and_paid_for_only_by_the_exact_extraction():
     g.set_outputs(outs, ["y1", "y2"])
     eg = EGraph(4)
     try:
-        loaded = eqsat._load(eg, g)
+        _, tensors = eqsat._load(eg, g)
         patterns = [eqsat.compile_rule(i, rule) for i, rule in enumerate(RULES)]
         for p in patterns:
             eg.add_query(p.name, p.columns, p.sorts, p.atoms, merge=len(RULES[p.rule].src) > 1)
@@ -142,7 +128,7 @@ def test_merges_are_found_and_paid_for_only_by_the_exact_extraction():
             snap = eg.snapshot()
             saturation.step(snap, 10_000)
         cost = _node_costs(eg, snap, constant_classes(eg, snap), OpCount())
-        roots = [snap.class_of[loaded[ref.node]] for ref in outs]
+        roots = [snap.class_of[tensors[ref]] for ref in outs]
         tree = greedy(snap, cost)
         exact = ilp(snap, cost, roots, 5.0)
         assert _dag_cost(tree, cost, roots) == pytest.approx(2.0)

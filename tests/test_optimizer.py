@@ -144,6 +144,19 @@ def _weight_vars(t: Term) -> set[str]:
     return set().union(*(_weight_vars(a) for a in t.args))
 
 
+def source_graph(rule: Rule, inst: Instance, weights: set[str]) -> tuple[Graph, list[Ref]] | None:
+    """A graph of the rule's source on an instance's shapes (`weights`: the variables made weights),
+    its roots as the outputs; None where the source is undefined there."""
+    g, refs = _graph({v: tuple(s) for v, s in inst.shapes.items() if v in weights},
+                     {v: tuple(s) for v, s in inst.shapes.items() if v not in weights})
+    try:
+        roots = [_build(g, refs, t, inst, {}) for t in rule.src]
+    except Undefined:
+        return None
+    g.set_outputs(roots, [f"out{i}" for i in range(len(roots))])
+    return g, roots
+
+
 @pytest.mark.parametrize("entry", list(DEFAULT), ids=lambda e: e.id)
 def test_every_shipped_rule_rewrites_a_graph_of_its_source_and_keeps_its_outputs(entry: Entry):
     """Each direction, on shapes where both sides are defined (the verifier's shape instances do
@@ -158,13 +171,10 @@ def test_every_shipped_rule_rewrites_a_graph_of_its_source_and_keeps_its_outputs
         for seed, count in ((0, 4), (1, 16)):
             for inst in instances(rule, encode_rule(rule), count, random.Random(seed)):
                 tried.append(inst)
-                g, refs = _graph({v: tuple(s) for v, s in inst.shapes.items() if v in weights},
-                                 {v: tuple(s) for v, s in inst.shapes.items() if v not in weights})
-                try:
-                    roots = [_build(g, refs, t, inst, {}) for t in rule.src]
-                except Undefined:
+                made = source_graph(rule, inst, weights)
+                if made is None:
                     continue
-                g.set_outputs(roots, [f"out{i}" for i in range(len(roots))])
+                g, roots = made
                 found = [m for m in Matcher([rule]).matches(g) if list(m.roots) == roots]
                 assert found, f"{d.entry_id} does not match its own source on {inst}"
                 p = plan(g, rule, found[0], g.users())

@@ -91,7 +91,7 @@ def search(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: Eqsa
                                                                    for t in _applies(r)] + [2])
     eg = EGraph(arity)
     try:
-        loaded = _load(eg, graph)
+        loaded, tensors = _load(eg, graph)
         # a bare variable as a source matches every class (the matcher skips such rules too)
         patterns = [compile_rule(i, r) for i, r in enumerate(rules) if not any(isinstance(t, Var) for t in r.src)]
         for p in patterns:
@@ -121,7 +121,7 @@ def search(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: Eqsa
                 break
             iterations += 1
         saturated = time.perf_counter() - started
-        best, cost, used = extract(graph, eg, snap, loaded, model, settings.ilp_timeout)
+        best, cost, used = extract(graph, eg, snap, loaded, tensors, model, settings.ilp_timeout)
     finally:
         eg.close()
     out = Outcome(best, cost, cost0, [saturation.origin[h] for h in used if h in saturation.origin])
@@ -137,9 +137,9 @@ def _applies(rule: Rule) -> list[Apply]:
     return [t for side in (rule.src, rule.dst) for term in side for t in walk(term) if isinstance(t, Apply)]
 
 
-def _load(eg: EGraph, graph: Graph) -> dict[int, int]:
-    """Every node of the graph as an e-node (outputs of a multi-output node picked from it); the
-    handle of each node's e-node, by node id."""
+def _load(eg: EGraph, graph: Graph) -> tuple[dict[int, int], dict[Ref, int]]:
+    """Every node of the graph as an e-node (outputs of a multi-output node picked from it): the
+    handle of each node's e-node, by node id, and of each tensor."""
     loaded: dict[int, int] = {}
     tensor: dict[Ref, int] = {}
     for node in graph.topo_order():
@@ -155,7 +155,7 @@ def _load(eg: EGraph, graph: Graph) -> dict[int, int]:
         else:
             for i in range(len(node.types)):
                 tensor[Ref(node.id, i)] = eg.pick(k, i)
-    return loaded
+    return loaded, tensor
 
 
 class _Saturation:

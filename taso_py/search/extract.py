@@ -33,14 +33,16 @@ from taso_py.search.egraph import EGraph, ENode, Snapshot
 Choice = dict[int, ENode]  # class -> the e-node chosen for it
 
 
-def extract(graph: Graph, eg: EGraph, snap: Snapshot, loaded: Mapping[int, int], model: CostModel,
-            ilp_timeout: float) -> tuple[Graph, float, list[int]]:
+def extract(graph: Graph, eg: EGraph, snap: Snapshot, loaded: Mapping[int, int], tensors: Mapping[Ref, int],
+            model: CostModel, ilp_timeout: float) -> tuple[Graph, float, list[int]]:
     """The cheaper of the greedy and the exact extraction: (graph, its cost, handles of the nodes
-    it uses that rewrites made). `loaded` maps each node id of `graph` to its e-node's handle."""
+    it uses that rewrites made). `loaded` maps each node id of `graph` to its e-node's handle,
+    `tensors` each tensor to its class's."""
     const = constant_classes(eg, snap)
     cost = _node_costs(eg, snap, const, model)
-    outputs = [_tensor_class(eg, snap, loaded, graph, r) for r in graph.outputs]
-    made = {eg.enode(h, snap): h for h in eg.defs if h not in loaded.values()}
+    outputs = [snap.class_of[tensors[r]] for r in graph.outputs]
+    original = set(loaded.values())
+    made = {eg.enode(h, snap): h for h in eg.defs if h not in original}
     best: tuple[Graph, float, list[int]] | None = None
     first = greedy(snap, cost)
     bound = _dag_cost(first, cost, outputs) if all(c in first for c in outputs) else math.inf
@@ -73,17 +75,6 @@ def constant_classes(eg: EGraph, snap: Snapshot) -> set[int]:
 def _folds(n: ENode, const: set[int]) -> bool:
     op = ops.OPS.get(n.op)
     return (n.op == "P" or (op is not None and op.algebra)) and bool(n.children) and all(x in const for x in n.children)
-
-
-def _tensor_class(eg: EGraph, snap: Snapshot, loaded: Mapping[int, int], graph: Graph, ref: Ref) -> int:
-    h = loaded[ref.node]
-    if len(graph.node(ref).types) == 1:
-        return snap.class_of[h]
-    tup = snap.class_of[h]
-    for c, nodes in snap.nodes.items():
-        if ENode("P", -1, (tup,), ref.index) in nodes:
-            return c
-    raise KeyError(ref)
 
 
 def _node_costs(eg: EGraph, snap: Snapshot, const: set[int], model: CostModel) -> dict[tuple[int, ENode], float]:
