@@ -59,6 +59,8 @@ def run_model(name: str, size: str, runs: int, work: Path, cost: str = "measured
         "speed_check": report["speed"],
         "written": (report["speed"] or {}).get("kept", "optimized") if report["rules_applied"] else "no rewrite",
     }
+    groups = (report["speed"] or {}).get("groups", [])
+    row["groups_kept"] = f"{sum(g['kept'] for g in groups)} of {len(groups)}" if groups else ""
     feeds = random_feeds(load_model(original).graph)
     for threads in THREADS:
         row[f"ort_{threads}t"] = latency(original, optimized, feeds, threads, runs).to_json()
@@ -72,7 +74,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         rewrites = sum(a["count"] for a in r["rules_applied"])
         one, two = r["ort_1t"], r["ort_2t"]
         lines.append(f"| {r['model']} | {r['search_seconds']:.1f} | {rewrites} | {r['predicted_speedup']:.3f}x | "
-                     f"{r['written']} | "
+                     f"{r['written']}{' (groups kept: ' + r['groups_kept'] + ')' if r['groups_kept'] else ''} | "
                      f"{one['original_ms']:.2f} → {one['optimized_ms']:.2f} | {one['speedup']:.3f}x | "
                      f"{two['original_ms']:.2f} → {two['optimized_ms']:.2f} | {two['speedup']:.3f}x |")
     for threads in THREADS:

@@ -18,6 +18,7 @@ from taso_py.cost.analytical import Roofline
 from taso_py.cost.measured import Measured
 from taso_py.cost.model import CostModel, costs_by_op, prepare_graph
 from taso_py.graph.fold import fold_constants
+from taso_py.graph.ir import Graph
 from taso_py.graph.normalize import fold_batchnorm, fuse_activations
 from taso_py.library.store import Library
 from taso_py.library.terms import Rule, Var, term_names
@@ -59,6 +60,7 @@ def cost_model(name: str, threads: int, opset: int) -> CostModel:
 @dataclass
 class Optimized:
     model: OnnxModel
+    start: Graph  # the graph the search started from (normal forms applied): `graph.regions` diffs against it
     outcome: Outcome
     rules: list[Directed]
     before: dict[str, tuple[int, float]]  # operator -> (count, cost) of the graph the search started from
@@ -105,5 +107,5 @@ def optimize(model: OnnxModel, library: Library, model_cost: CostModel, settings
     best.remove_unused()
     if isinstance(model_cost, Measured):
         model_cost.save()
-    return Optimized(OnnxModel(best, model.origin, model.source, model.notes), outcome, rules,
+    return Optimized(OnnxModel(best, model.origin, model.source, model.notes), graph, outcome, rules,
                      costs_by_op(graph, model_cost), costs_by_op(best, model_cost), folded, fused)

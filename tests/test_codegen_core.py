@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from taso_py.codegen import te
 from taso_py.codegen.backends.c import build
+from taso_py.codegen.backends.c.emit import register_lanes
 from taso_py.codegen.errors import CodegenError, ScheduleError
 from taso_py.codegen.lower import Allocate, For, GemmIntrin, IfThenElse, Intrinsic, lower, simplify, walk_stmts
 from taso_py.codegen.lower.ir import PrimFunc
@@ -182,7 +183,8 @@ def test_parallel_vectorize_unroll_kinds_in_ir_and_c() -> None:
                                                 (2, LoopKind.UNROLLED), (16, LoopKind.VECTORIZED)]
     m = build(f)
     assert "taso_parallel_for(4, kinds_par0" in m.source and "#pragma GCC unroll 2" in m.source
-    assert "v16_float32" in m.source  # a contiguous vectorized loop is vector-extension code
+    # a contiguous vectorized loop is vector-extension code, in registers of the host's width
+    assert f"v{register_lanes(16)}_float32" in m.source
     x = rand(8, 32)
     out = np.zeros((8, 32), np.float32)
     m["kinds"](x, out)
@@ -714,8 +716,9 @@ def test_register_blocked_matmul_uses_vector_accumulators() -> None:
     s[cl].vectorize(y)
     f = check_matmul(s, a, b, c, "mm_reg")
     src = build(f).source
-    assert "typedef float v32_float32 __attribute__((vector_size(128)))" in src
-    assert "v32_float32 C_local[4];" in src  # the 4x32 accumulator is 4 vectors, kept in registers
+    lanes = register_lanes(32)  # a row of 32 floats is one vector, or several of the host's register width
+    assert f"typedef float v{lanes}_float32 __attribute__((vector_size({lanes * 4})))" in src
+    assert f"v{lanes}_float32 C_local[{4 * 32 // lanes}];" in src  # the 4x32 accumulator, kept in registers
     assert "#pragma omp simd" not in src
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from taso_py.codegen import machine, te
 from taso_py.codegen.backends.c import build
+from taso_py.codegen.backends.c.emit import register_lanes
 from taso_py.codegen.cost import KernelCost
 from taso_py.codegen.lower import lower
 from taso_py.codegen.lower.simplify import simplify
@@ -106,7 +107,7 @@ def test_a_split_tail_is_vector_code_with_a_guarded_fallback() -> None:
     _, ji = s[y].split(j, 16)  # 40 = 2 x 16 + 8: the last chunk is guarded
     s[y].vectorize(ji)
     mod = build(lower(s, [x, y], "relu_tail"))
-    assert "v16_float32" in mod.source and "#pragma omp simd" in mod.source
+    assert f"v{register_lanes(16)}_float32" in mod.source and "#pragma omp simd" in mod.source
     a = np.random.default_rng(1).standard_normal((5, 40)).astype(np.float32)
     out = np.full_like(a, np.nan)
     mod["relu_tail"](a, out)
@@ -125,7 +126,7 @@ def test_element_wise_planes_fuse_into_whole_vectors() -> None:
     (y,) = registry.compute("relu", [x], None, [TensorType((1, 8, 7, 7))])
     f = lower(registry.schedule_group([y], Config()), [x, y], "relu_planes")
     src = build(f).source
-    assert "v16_float32" in src
+    assert f"v{register_lanes(16)}_float32" in src
 
 
 def test_machine_limits_are_measured_once_per_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,7 +7,8 @@ reduction (a broadcast of A per row, a vector of B per column) is priced against
 units (two on Intel's AVX-512 and on AVX2 cores, one 512-bit FMA a cycle on AMD's Zen 4), two
 load ports, and the FMA latency, which needs enough independent accumulators to hide. Ties go
 to fewer loads per FMA. A tile whose B vectors (the reduction's length x its columns) do not
-fit L1 loses them between tiles. Rows that do not divide the extent are padded (wasted work),
+fit L1 loses them between tiles and streams them from L2 at every step, so it needs enough rows
+to use each B vector more than once or twice. Rows that do not divide the extent are padded (wasted work),
 and the tiles should spread evenly over the cores.
 """
 
@@ -20,6 +21,10 @@ from taso_py.codegen import isa
 
 LOAD_PORTS, FMA_LATENCY = 2, 4
 L1_MISS = 0.8  # efficiency of a tile whose B does not stay in L1
+# What L2 sustains into L1 when every step's B vectors come from there (half of Zen 3's and a
+# quarter of Skylake-SP's peak): a tile of few rows over many B vectors waits on it (BERT's
+# 2 x 48 matmul tile ran at 40% of an AVX2 core's peak).
+L2_BYTES_PER_CYCLE = 16
 
 
 def tile_shape(extent: int, blocks: int, block: int, items: Callable[[int, int], int], steps: int = 0,
@@ -41,8 +46,11 @@ def tile_shape(extent: int, blocks: int, block: int, items: Callable[[int, int],
                 continue
             fma = rows * vecs
             ports = cpu.fma_units
-            efficiency = (fma / ports) / max(fma / ports, (rows + vecs) / LOAD_PORTS, FMA_LATENCY)
+            from_l2 = 0.0
             if steps * groups * block * 4 > cpu.l1d:  # the tile's B misses L1 (measured: 40% slower on a stem)
+                from_l2 = vecs * cpu.lanes * 4 / L2_BYTES_PER_CYCLE  # and streams from L2 every step
+            efficiency = (fma / ports) / max(fma / ports, (rows + vecs) / LOAD_PORTS, FMA_LATENCY, from_l2)
+            if from_l2:
                 efficiency *= L1_MISS
             waste = -(-extent // rows) * rows / extent
             n = max(1, items(rows, groups))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -9,6 +10,7 @@ from rich.console import Console
 from rich.progress import Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from taso_py.acceptance import Trial, accept
 from taso_py.cli.common import (
     check_options,
     emit_json,
@@ -75,24 +77,33 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
                        else f"search: {step} graphs expanded, best cost {value:.4g} {pricing.unit}")
 
         result = optimize(imported, library, pricing, search_settings(search, alpha, budget, timeout, seed), progress)
+        feeds = random_feeds(imported.graph, seed)
+        written, trials = result.model, []
+        if speed_runs and result.outcome.applied:
+            accepted = accept(result.model, result.start, result.model.graph, pricing, feeds, threads, speed_runs,
+                              lambda text: bar.update(task, description=text))
+            written, trials = replace(result.model, graph=accepted.graph), accepted.trials
     speed: list[Latency] = []
 
     def faster(staged: Path) -> None:
-        """The cost model prices operators one at a time; ORT runs the whole graph (and fuses and
-        re-lays it out), so the last word is a timing of both models."""
-        speed.append(latency(model, staged, random_feeds(imported.graph, seed), threads, speed_runs))
+        """The regions ORT ran faster one group at a time; the last word is a timing of the whole
+        model against the user's file."""
+        speed.append(latency(model, staged, feeds, threads, speed_runs))
         if speed[0].speedup < min_speedup:
             raise NotFaster
 
     kept = "optimized"
     try:
-        check = save_checked(model, result.model, target, "optimized", not no_check, rtol, atol, seed,
-                             then=faster if speed_runs and result.outcome.applied else None)
+        if trials and not any(t.kept for t in trials):
+            raise NotFaster
+        check = save_checked(model, written, target, "optimized", not no_check, rtol, atol, seed,
+                             then=faster if trials else None)
     except NotFaster:
         kept = "original"
         check = save_checked(model, imported, target, "re-exported", not no_check, rtol, atol, seed)
     report = _report(model, target, result, pricing, check, search)
-    report["speed"] = {**speed[0].to_json(), "kept": kept} if speed else None
+    report["speed"] = ({**(speed[0].to_json() if speed else {}), "kept": kept, "groups": [t.to_json() for t in trials]}
+                       if trials else None)
     if as_json:
         emit_json(report)
     else:
@@ -109,17 +120,34 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
                                                           if search == "eqsat" else f"{o.expanded} graphs expanded") +
                       f" in {o.seconds:.1f} s "
                       f"({o.stopped}){checked}", highlight=False)
-        if speed:
-            t = speed[0]
-            verdict = ("" if kept == "optimized" else f"; below --min-speedup {min_speedup:g}, so the original graph "
-                       "was written instead")
-            console.print(f"ONNX Runtime, {t.threads} threads, median of {t.runs} runs each: {t.original_ms:.3f} → "
-                          f"{t.optimized_ms:.3f} ms ({t.speedup:.3f}x){verdict}", highlight=False)
+        if trials:
+            console.print(_trials_table(trials))
+            if speed:
+                t = speed[0]
+                verdict = ("" if kept == "optimized" else f"; below --min-speedup {min_speedup:g}, so the original "
+                           "graph was written instead")
+                console.print(f"ONNX Runtime, {t.threads} threads, median of {t.runs} runs each: {t.original_ms:.3f} → "
+                              f"{t.optimized_ms:.3f} ms ({t.speedup:.3f}x){verdict}", highlight=False)
+            else:
+                console.print("ONNX Runtime ran none of the rewrites faster: the original graph was written",
+                              highlight=False)
         console.print(f"wrote {target}", highlight=False)
 
 
 class NotFaster(Exception):
     """ONNX Runtime does not run the rewritten model faster: the original is written instead."""
+
+
+def _trials_table(trials: list[Trial]) -> Table:
+    table = Table(title="rewrites timed in ONNX Runtime, one group at a time, on top of the groups kept before")
+    for column in ("change", "regions", "predicted", "measured (ms)", "speedup", "kept"):
+        table.add_column(column, justify="left" if column == "change" else "right")
+    for t in trials:
+        m = t.measured
+        table.add_row(t.change, str(t.regions), f"{t.predicted:.3f}x",
+                      f"{m.original_ms:.3f} → {m.optimized_ms:.3f}" if m else "-", f"{m.speedup:.3f}x" if m else "-",
+                      "yes" if t.kept else ("no: " + t.reason if t.reason else "no"))
+    return table
 
 
 def _table(result: Optimized, unit: str) -> Table:

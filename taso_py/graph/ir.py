@@ -112,6 +112,16 @@ class Graph:
         self._next_id += 1
         return node
 
+    def put(self, node: Node) -> None:
+        """Insert `node` as it is, or put it in place of the node with its id: moves a node between
+        versions of one graph (`graph.regions`), whose ids and names never clash."""
+        old = self.nodes.get(node.id)
+        if old is not None:
+            self._names.difference_update(old.names)
+        self._names.update(node.names)
+        self.nodes[node.id] = node
+        self._next_id = max(self._next_id, node.id + 1)
+
     def set_outputs(self, refs: Sequence[Ref], names: Sequence[str] | None = None) -> None:
         for r in refs:
             self.type(r)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from taso_py.codegen import isa
 from taso_py.codegen.backends.c.pool import POOL_C
 from taso_py.codegen.errors import CodegenError
 from taso_py.codegen.lower.ir import (
@@ -258,22 +259,25 @@ class CEmitter:
         if not _vector_lanes(s.extent) or not all(isinstance(x, Store) for x in stores):
             return None
         vt = None
+        lanes = register_lanes(s.extent)
         for st in stores:
             assert isinstance(st, Store)
             if _stride(st.index, s.var) != 1 or st.buffer.dtype not in ("float32", "int32"):
                 return None
-            vt = VecType(s.extent, st.buffer.dtype)
+            vt = VecType(lanes, st.buffer.dtype)
         if vt is None or any(x.dtype != vt.dtype for st in stores for x in walk(st.value)  # type: ignore[attr-defined]
                              if not _is_index(x)):
             return None
         out = []
         pad = "  " * depth
-        for st in stores:
-            assert isinstance(st, Store)
-            value = self.vexpr(st.value, s.var, vt)
-            if value is None:
-                return None
-            out.append(f"{pad}{self.vstore(st.buffer, st.index, s.var, vt)} = {value};")
+        for chunk in range(0, s.extent, lanes):  # one statement per register-wide piece of the loop
+            shift = {s.var: s.var + chunk} if chunk else {}
+            for st in stores:
+                assert isinstance(st, Store)
+                value = self.vexpr(substitute(st.value, shift), s.var, vt)
+                if value is None:
+                    return None
+                out.append(f"{pad}{self.vstore(st.buffer, substitute(st.index, shift), s.var, vt)} = {value};")
         self.vec_types.add(vt)
         return out
 
@@ -347,10 +351,7 @@ class CEmitter:
         return (f"typedef {c} {v.name} __attribute__((vector_size({n})));\n"
                 f"typedef {c} {v.unaligned} __attribute__((vector_size({n}), aligned({np.dtype(v.dtype).itemsize})));\n"
                 f"typedef {itype} {mask} __attribute__((vector_size({n})));\n"
-                f"static inline {v.name} vmax_{v.name}({v.name} a, {v.name} b) {{ {mask} m = a > b; "
-                f"return ({v.name})((m & ({mask})a) | (~m & ({mask})b)); }}\n"
-                f"static inline {v.name} vmin_{v.name}({v.name} a, {v.name} b) {{ {mask} m = a < b; "
-                f"return ({v.name})((m & ({mask})a) | (~m & ({mask})b)); }}\n")
+                + "".join(_vminmax(v, op, cmp, mask, n) for op, cmp in (("max", ">"), ("min", "<"))))
 
     # ---- expressions ---------------------------------------------------------------------------
 
@@ -486,7 +487,7 @@ def _vector_buffers(body: Stmt) -> dict[Buffer, VecType]:
                         or not _aligned(idx, vloop):
                     ok[buf] = False
                 else:
-                    lanes[buf].add(vloop.extent)
+                    lanes[buf].add(register_lanes(vloop.extent))
         for child in (s.stmts if isinstance(s, Seq) else
                       (s.body,) if isinstance(s, (Allocate, LetStmt)) else
                       (s.then,) + ((s.otherwise,) if s.otherwise else ()) if isinstance(s, IfThenElse) else ()):
@@ -496,6 +497,36 @@ def _vector_buffers(body: Stmt) -> dict[Buffer, VecType]:
     return {b: VecType(next(iter(lanes[b])), b.dtype) for b in local
             if ok[b] and len(lanes[b]) == 1 and _vector_lanes(next(iter(lanes[b])))
             and b.size % next(iter(lanes[b])) == 0 and b.dtype == "float32"}
+
+
+def _vminmax(v: VecType, op: str, cmp: str, mask: str, size: int) -> str:
+    """`vmax_T(a, b)` = a > b ? a : b per lane (and vmin), which is what x86's maxps/minps compute.
+    The generic form (a compare mask) is right everywhere, but for a vector wider than the CPU's
+    (16 floats without AVX-512) gcc lowers the mask piece by piece to scalar compares and branches
+    (SqueezeNet's max pools ran at 0.3 GFLOP/s on an AVX2 core); there float32 vectors use maxps
+    on as many registers as the vector needs."""
+    generic = f"{mask} m = a {cmp} b; return ({v.name})((m & ({mask})a) | (~m & ({mask})b));"
+    if v.dtype != "float32" or size < 32 or size % 16:
+        return f"static inline {v.name} v{op}_{v.name}({v.name} a, {v.name} b) {{ {generic} }}\n"
+    forms = [("__AVX__", 32, f"__builtin_ia32_{op}ps256"), ("__SSE__", 16, f"__builtin_ia32_{op}ps")]
+    body = "".join(
+        f"\n#elif defined({guard})\n  typedef float h{width}_t __attribute__((vector_size({width}))); "
+        f"h{width}_t x[{size // width}], y[{size // width}];\n"
+        f"  __builtin_memcpy(x, &a, {size}); __builtin_memcpy(y, &b, {size});\n"
+        f"  for (int i = 0; i < {size // width}; ++i) x[i] = {call}(x[i], y[i]);\n"
+        f"  __builtin_memcpy(&a, x, {size}); return a;"
+        for guard, width, call in forms if size % width == 0)
+    return (f"static inline {v.name} v{op}_{v.name}({v.name} a, {v.name} b) {{\n"
+            f"#if defined(__AVX512F__) || !defined(__x86_64__)\n  {generic}{body}\n#else\n  {generic}\n#endif\n}}\n")
+
+
+def register_lanes(extent: int) -> int:
+    """Lanes of the vectors a vectorized loop of `extent` is written with: the whole loop, or the
+    host's register width when the loop is a multiple of it. GCC splits a vector type wider than
+    the CPU's registers, but not well: a 16-float store of a constant became 16 scalar stores on
+    an AVX2 core, a max went through the stack."""
+    native = isa.host().lanes
+    return native if extent > native and extent % native == 0 else extent
 
 
 def _vector_lanes(n: int) -> bool:

@@ -1,0 +1,118 @@
+"""Keep the rewrites that pay in ONNX Runtime, revert the rest: regions timed in the whole model.
+
+The cost model prices operators one at a time; ORT runs the whole graph, fuses and re-lays it out
+(it wraps a merged convolution's Split in layout reorders), so a search result can mix rewrites
+that pay with rewrites that do not. The search's result is cut into independent regions
+(`graph.regions`); regions that do the same thing (one signature: the operators added and removed)
+are tried together, the most promising group first: the model with the group applied is timed
+against the model as accepted so far, runs interleaved, and the group is kept only if ORT runs it
+faster. Whole-model timings are what decides, so whatever ORT does around a region is priced.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from taso_py.cost.model import CostModel, graph_cost
+from taso_py.errors import GraphError
+from taso_py.graph.ir import Graph
+from taso_py.graph.regions import Region, apply, diff, without_unused
+from taso_py.onnx_io import OnnxModel
+from taso_py.onnx_io.exporter import save_model
+from taso_py.runtime import Latency, latency
+
+MAX_TRIALS = 8  # groups timed one at a time; the groups predicted to gain least are tried as one
+
+
+@dataclass
+class Trial:
+    """One group of regions applied on top of what was accepted before it, and what ORT made of it."""
+
+    change: str
+    regions: int
+    predicted: float  # the cost model's speedup of this step
+    measured: Latency | None
+    kept: bool
+    reason: str = ""
+
+    def to_json(self) -> dict:
+        return {"change": self.change, "regions": self.regions, "predicted_speedup": round(self.predicted, 4),
+                "measured": self.measured.to_json() if self.measured else None, "kept": self.kept,
+                "reason": self.reason}
+
+
+@dataclass
+class Accepted:
+    graph: Graph  # the start graph with the kept regions applied, unused nodes removed
+    trials: list[Trial] = field(default_factory=list)
+
+    @property
+    def kept(self) -> int:
+        return sum(t.regions for t in self.trials if t.kept)
+
+
+def describe(signature: tuple[tuple[str, int], ...]) -> str:
+    """'+conv2d, +split, -conv2d x2': the operators a group adds and removes."""
+    parts = [op if op.startswith("-") else f"+{op}" for op, _ in signature]
+    return ", ".join(f"{p} x{k}" if k > 1 else p for p, (_, k) in zip(parts, signature, strict=True)) or "rewiring"
+
+
+def groups(start: Graph, rewritten: Graph, model: CostModel) -> list[tuple[str, list[Region]]]:
+    """(description, regions), the group the cost model expects most of first; at most MAX_TRIALS,
+    the tail merged into one."""
+    by_signature: dict[tuple[tuple[str, int], ...], list[Region]] = {}
+    for region in diff(start, rewritten):
+        by_signature.setdefault(region.signature(), []).append(region)
+    base = graph_cost(without_unused(start), model)
+    scored = []
+    for signature, members in by_signature.items():
+        try:
+            cost = graph_cost(without_unused(apply(start, rewritten, members)), model)
+        except GraphError:  # only together with another group
+            cost = base
+        scored.append((describe(signature), members, base / cost if cost else 1.0))
+    scored.sort(key=lambda s: -s[2])
+    if len(scored) > MAX_TRIALS:
+        tail = scored[MAX_TRIALS - 1:]
+        rest = [r for _, members, _ in tail for r in members]
+        scored = [*scored[:MAX_TRIALS - 1], (f"{len(tail)} other kinds", rest, 1.0)]
+    return [(change, members) for change, members, _ in scored]
+
+
+def accept(model: OnnxModel, start: Graph, rewritten: Graph, cost: CostModel, feeds: Mapping[str, np.ndarray],
+           threads: int, runs: int, progress: Callable[[str], None] | None = None) -> Accepted:
+    """`start` with the groups of `rewritten`'s regions that ORT runs faster applied, each group
+    timed against the model accepted before it (interleaved runs, medians: `runtime.latency`)."""
+    plan = groups(start, rewritten, cost)
+    result = Accepted(without_unused(start))
+    current = start
+    with tempfile.TemporaryDirectory(prefix="taso-accept-") as tmp:
+        current_file = _write(model, current, Path(tmp) / "base.onnx")
+        for k, (change, members) in enumerate(plan):
+            if progress is not None:
+                progress(f"timing rewrites in ONNX Runtime: group {k + 1} of {len(plan)} ({change})")
+            try:
+                candidate = apply(current, rewritten, members)
+            except GraphError:
+                result.trials.append(Trial(change, len(members), 1.0, None, False,
+                                           "would form a cycle with the groups reverted before it"))
+                continue
+            predicted = graph_cost(without_unused(current), cost) / max(graph_cost(without_unused(candidate), cost),
+                                                                        1e-12)
+            candidate_file = _write(model, candidate, Path(tmp) / f"group{k}.onnx")
+            measured = latency(current_file, candidate_file, feeds, threads, runs)
+            kept = measured.speedup > 1.0
+            result.trials.append(Trial(change, len(members), predicted, measured, kept))
+            if kept:
+                current, current_file = candidate, candidate_file
+    result.graph = without_unused(current)
+    return result
+
+
+def _write(model: OnnxModel, graph: Graph, path: Path) -> Path:
+    return save_model(OnnxModel(without_unused(graph), model.origin, model.source, model.notes), path)
