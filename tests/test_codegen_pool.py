@@ -90,6 +90,34 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
+SHARED_CORE = """
+import ctypes, os, sys, numpy as np
+sys.path.insert(0, {root!r})
+os.sched_setaffinity(0, {{min(os.sched_getaffinity(0))}})  # both pool threads on one core
+from tests.test_codegen_pool import _scale_kernel
+mod = _scale_kernel(1 << 18)  # jobs of milliseconds: longer than a time slice of the shared core
+x = np.random.default_rng(0).standard_normal((1 << 18, 24)).astype(np.float32)
+for _ in range(40):
+    out = np.zeros_like(x)
+    mod["scale"](x, out)
+    assert np.array_equal(out, x * 2 + 1)
+spells = mod.lib.taso_pool_solo_spells
+spells.restype = ctypes.c_long
+print(spells())
+"""
+
+
+def test_a_worker_kept_off_its_core_sends_the_loops_to_the_caller_alone() -> None:
+    """Two pool threads made to share one core: the worker waits for the core while it holds
+    chunks, so the pool runs loops on the caller alone for a while (and results stay right)."""
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "TASO_NUM_THREADS": "2", "TASO_SOLO_MS": "1"}
+    done = subprocess.run([sys.executable, "-c", SHARED_CORE.format(root=root)], env=env, timeout=120,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) > 0
+
+
 @pytest.mark.parametrize("threads", ["1", "2", "3"])
 def test_a_forked_child_and_any_thread_count_run_the_pool(threads: str, tmp_path: Path) -> None:
     root = str(Path(__file__).resolve().parents[1])
