@@ -12,7 +12,8 @@ descheduled worker just claims fewer), the caller waits only for chunks that wer
 scheduler can move a descheduled worker there), and idle workers spin briefly (`TASO_SPIN_US`,
 default 100 microseconds: back-to-back kernels find them awake) and then sleep on a condition
 variable. A worker that waited half a millisecond for its core while it held chunks (wall time
-less its CPU time) means another process wants that core; for `TASO_SOLO_MS` (default 100 ms)
+less its CPU time) and was preempted by another thread (not the VM's host taking the virtual CPU)
+means another process wants that core; for `TASO_SOLO_MS` (default 100 ms)
 loops then run on the caller alone, and then try the workers again.
 
 A job is (generation, next index) packed in one 64-bit atomic; a worker claims a chunk with a
@@ -25,9 +26,13 @@ else `OMP_NUM_THREADS`, else the CPUs this process may run on. A forked child st
 POOL_C = r"""
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
+#ifndef RUSAGE_THREAD
+#define RUSAGE_THREAD 1  /* Linux's value; glibc names it only under _GNU_SOURCE */
+#endif
 typedef void (*taso_task)(void* ctx, int32_t begin, int32_t end);
 static struct {
   pthread_mutex_t submit, sleep_mu, done_mu;
@@ -50,17 +55,22 @@ static inline void taso_relax(void) {
   __builtin_ia32_pause();
 #endif
 }
-/* Wall time minus this thread's CPU time: how long it has waited for a core (plus a constant). */
+/* Wall time minus this thread's CPU time: how long it has waited for a core (plus a constant).
+   In a VM that includes time the host took the virtual CPU away (steal); `taso_preemptions`
+   tells a process of this machine taking the core from the host doing so. */
 static inline long taso_off_core_ns(void) {
   struct timespec t; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return taso_now_ns() - (t.tv_sec * 1000000000L + t.tv_nsec); }
+/* This thread's involuntary context switches so far: another thread of this machine took its core. */
+static long taso_preemptions(void) {
+  struct rusage u; return getrusage(RUSAGE_THREAD, &u) == 0 ? u.ru_nivcsw : 0; }
 /* Claim and run chunks of job `gen` until none is left; returns once the counter is past the end.
    A worker that waited for its core while it held chunks (over TASO_OFF_CORE_NS in all, up to the
    end of its last chunk: after that the caller it wakes may run on this core for a moment) says
    so (`preempted`); a kernel thread's moment on the core is far below that, a time slice of
    another process far above. */
 static void taso_work(uint32_t gen, int32_t id) {
-  long off = -1;
+  long off = -1, switches = 0;
   uint64_t s = atomic_load_explicit(&taso_pool.state, memory_order_acquire);
   taso_task fn = atomic_load_explicit(&taso_pool.fn, memory_order_relaxed);
   void* ctx = atomic_load_explicit(&taso_pool.ctx, memory_order_relaxed);
@@ -73,11 +83,12 @@ static void taso_work(uint32_t gen, int32_t id) {
     int32_t end = i + chunk < total ? i + chunk : total;
     if (atomic_compare_exchange_weak_explicit(&taso_pool.state, &s, ((uint64_t)gen << 32) | (uint32_t)end,
                                               memory_order_acq_rel, memory_order_acquire)) {
-      if (off == -1 && id >= 0) off = taso_off_core_ns();
+      if (off == -1 && id >= 0) { off = taso_off_core_ns(); switches = taso_preemptions(); }
       fn(ctx, i, end);
       if (off >= 0 && (int32_t)(uint32_t)atomic_load(&taso_pool.state) >= total) {
         /* nothing left to claim: measure before the caller can wake on this core */
-        if (taso_off_core_ns() - off > TASO_OFF_CORE_NS) atomic_store(&taso_pool.preempted, 1);
+        if (taso_off_core_ns() - off > TASO_OFF_CORE_NS && taso_preemptions() > switches)
+          atomic_store(&taso_pool.preempted, 1);
         off = -2;
       }
       /* the last chunk wakes a caller that stopped spinning (seq_cst: see taso_parallel_for) */
@@ -90,7 +101,8 @@ static void taso_work(uint32_t gen, int32_t id) {
       s = atomic_load_explicit(&taso_pool.state, memory_order_acquire);
     }
   }
-  if (off >= 0 && taso_off_core_ns() - off > TASO_OFF_CORE_NS) atomic_store(&taso_pool.preempted, 1);
+  if (off >= 0 && taso_off_core_ns() - off > TASO_OFF_CORE_NS && taso_preemptions() > switches)
+    atomic_store(&taso_pool.preempted, 1);
 }
 static inline uint32_t taso_generation(void) {
   return (uint32_t)(atomic_load_explicit(&taso_pool.state, memory_order_acquire) >> 32); }
