@@ -22,14 +22,21 @@ def lscpu_model() -> str:
     return found.group(1).strip() if found else (platform.processor() or platform.machine())
 
 
+def identify() -> dict[str, Any]:
+    """The CPU and how busy the machine is, without measuring anything (tables of ORT timings)."""
+    return {"cpu": lscpu_model(), "isa": isa.host().level, "cores": os.cpu_count(),
+            "load_average": [round(x, 2) for x in os.getloadavg()]}
+
+
 def describe(threads: int) -> dict[str, Any]:
     limits = machine.limits()
-    return {"cpu": lscpu_model(), "isa": isa.host().level, "cores": os.cpu_count(), "threads": threads,
-            "load_average": [round(x, 2) for x in os.getloadavg()],
-            "fma_peak_gflops": limits.peak(threads), "triad_gbs": limits.bandwidth(threads)}
+    return {**identify(), "threads": threads, "fma_peak_gflops": limits.peak(threads),
+            "triad_gbs": limits.bandwidth(threads)}
 
 
 def header(info: dict[str, Any]) -> str:
-    return (f"CPU: {info['cpu']} ({info['isa']}, {info['cores']} cores), {info['threads']} threads; "
-            f"FMA peak {info['fma_peak_gflops']:.0f} GFLOP/s, STREAM triad {info['triad_gbs']:.1f} GB/s; "
+    """One line above a table: the CPU, and its limits when `info` came from `describe`."""
+    limits = (f", {info['threads']} threads; FMA peak {info['fma_peak_gflops']:.0f} GFLOP/s, STREAM triad "
+              f"{info['triad_gbs']:.1f} GB/s" if "threads" in info else "")
+    return (f"CPU: {info['cpu']} ({info['isa']}, {info['cores']} cores){limits}; "
             f"load average {info['load_average'][0]:.2f}")

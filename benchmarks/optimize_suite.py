@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import platform
 import statistics
 import subprocess
@@ -30,6 +29,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from benchmarks.machine_info import header, identify
 from benchmarks.models import MODELS, build
 from benchmarks.models.blocks import BLOCKS
 from taso_py.atomic import write_json, write_text
@@ -119,17 +119,18 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         parser.error(f"unknown model {unknown[0]!r} (known: {', '.join([*MODELS, *BLOCKS])})")
     args.out.mkdir(parents=True, exist_ok=True)
+    machine = identify()  # before any timing: the load average is the machine's, not ours
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             print(f"{name} ...", file=sys.stderr, flush=True)
             rows.append(run_model(name, args.size, args.runs, Path(tmp), args.cost))
-    text = table(rows)
+    text = header(machine) + "\n\n" + table(rows)
     print(text)
     stem = "optimize_blocks" if args.blocks else "optimize_suite"
     write_text(args.out / f"{stem}.md", text + "\n")
     write_json(args.out / f"{stem}.json", {
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
+        "machine": {**machine, "platform": platform.platform(), "python": platform.python_version()},
         "size": args.size, "runs": args.runs, "cost_model": args.cost, "rows": rows})
     plot(rows, args.out / f"{stem}.png")
 
