@@ -11,9 +11,9 @@ descheduled worker just claims fewer), the caller waits only for chunks that wer
 (spinning briefly, then asleep until the last one is done, so that its core goes idle and the
 scheduler can move a descheduled worker there), and idle workers spin briefly (`TASO_SPIN_US`,
 default 100 microseconds: back-to-back kernels find them awake) and then sleep on a condition
-variable. A worker that waited half a millisecond for its core while it held chunks (wall time
-less its CPU time) and was preempted by another thread (not the VM's host taking the virtual CPU)
-means another process wants that core; for `TASO_SOLO_MS` (default 100 ms)
+variable. A thread of the pool that waited 3 ms of 10 on the run queue (the kernel's
+schedstat: not its voluntary sleeps, not the time a VM's host takes the virtual CPU) means
+another process wants a core; for `TASO_SOLO_MS` (default 100 ms)
 loops then run on the caller alone, and then try the workers again.
 
 A job is (generation, next index) packed in one 64-bit atomic; a worker claims a chunk with a
@@ -24,15 +24,13 @@ else `OMP_NUM_THREADS`, else the CPUs this process may run on. A forked child st
 """
 
 POOL_C = r"""
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
-#include <sys/resource.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <time.h>
 #include <unistd.h>
-#ifndef RUSAGE_THREAD
-#define RUSAGE_THREAD 1  /* Linux's value; glibc names it only under _GNU_SOURCE */
-#endif
 typedef void (*taso_task)(void* ctx, int32_t begin, int32_t end);
 static struct {
   pthread_mutex_t submit, sleep_mu, done_mu;
@@ -47,7 +45,8 @@ static struct {
 } taso_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
                PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER};
 
-#define TASO_OFF_CORE_NS 500000L
+#define TASO_WAITED_NS 3000000L  /* run-queue wait in a probe that means another process wants a core */
+#define TASO_PROBE_NS 10000000L  /* at most one look at the scheduler's statistics per thread this often */
 static inline long taso_now_ns(void) {
   struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1000000000L + t.tv_nsec; }
 static inline void taso_relax(void) {
@@ -55,22 +54,32 @@ static inline void taso_relax(void) {
   __builtin_ia32_pause();
 #endif
 }
-/* Wall time minus this thread's CPU time: how long it has waited for a core (plus a constant).
-   In a VM that includes time the host took the virtual CPU away (steal); `taso_preemptions`
-   tells a process of this machine taking the core from the host doing so. */
-static inline long taso_off_core_ns(void) {
-  struct timespec t; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return taso_now_ns() - (t.tv_sec * 1000000000L + t.tv_nsec); }
-/* This thread's involuntary context switches so far: another thread of this machine took its core. */
-static long taso_preemptions(void) {
-  struct rusage u; return getrusage(RUSAGE_THREAD, &u) == 0 ? u.ru_nivcsw : 0; }
+/* Whether this thread waited over TASO_WAITED_NS on the run queue (runnable, another thread on
+   its core) since it last looked, looking at most every TASO_PROBE_NS: the kernel's
+   /proc/thread-self/schedstat counts that wait, and neither voluntary sleep nor, in a VM, the
+   time the host takes the virtual CPU away. A kernel thread's moment on the core is far below
+   the threshold; a time slice of another process (a few ms) far above. */
+static __thread int taso_sched_fd = -2;
+static __thread long taso_probe_at, taso_probe_wait;
+static int taso_waited_for_core(void) {
+  long now = taso_now_ns();
+  if (now - taso_probe_at < TASO_PROBE_NS) return 0;
+  if (taso_sched_fd == -2) taso_sched_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+  char buf[96];
+  ssize_t k = taso_sched_fd >= 0 ? pread(taso_sched_fd, buf, sizeof buf - 1, 0) : -1;
+  long run, wait;
+  if (k <= 0) return 0;
+  buf[k] = 0;
+  if (sscanf(buf, "%ld %ld", &run, &wait) != 2) return 0;
+  int waited = taso_probe_at && wait - taso_probe_wait > TASO_WAITED_NS;
+  taso_probe_at = now;
+  taso_probe_wait = wait;
+  return waited;
+}
 /* Claim and run chunks of job `gen` until none is left; returns once the counter is past the end.
-   A worker that waited for its core while it held chunks (over TASO_OFF_CORE_NS in all, up to the
-   end of its last chunk: after that the caller it wakes may run on this core for a moment) says
-   so (`preempted`); a kernel thread's moment on the core is far below that, a time slice of
-   another process far above. */
+   A worker that waited for its core since it last looked says so (`preempted`). */
 static void taso_work(uint32_t gen, int32_t id) {
-  long off = -1, switches = 0;
+  int claimed = 0;
   uint64_t s = atomic_load_explicit(&taso_pool.state, memory_order_acquire);
   taso_task fn = atomic_load_explicit(&taso_pool.fn, memory_order_relaxed);
   void* ctx = atomic_load_explicit(&taso_pool.ctx, memory_order_relaxed);
@@ -83,14 +92,8 @@ static void taso_work(uint32_t gen, int32_t id) {
     int32_t end = i + chunk < total ? i + chunk : total;
     if (atomic_compare_exchange_weak_explicit(&taso_pool.state, &s, ((uint64_t)gen << 32) | (uint32_t)end,
                                               memory_order_acq_rel, memory_order_acquire)) {
-      if (off == -1 && id >= 0) { off = taso_off_core_ns(); switches = taso_preemptions(); }
+      claimed = 1;
       fn(ctx, i, end);
-      if (off >= 0 && (int32_t)(uint32_t)atomic_load(&taso_pool.state) >= total) {
-        /* nothing left to claim: measure before the caller can wake on this core */
-        if (taso_off_core_ns() - off > TASO_OFF_CORE_NS && taso_preemptions() > switches)
-          atomic_store(&taso_pool.preempted, 1);
-        off = -2;
-      }
       /* the last chunk wakes a caller that stopped spinning (seq_cst: see taso_parallel_for) */
       if (atomic_fetch_add(&taso_pool.done, end - i) + (end - i) >= total && id >= 0
           && atomic_load(&taso_pool.waiting)) {
@@ -101,8 +104,7 @@ static void taso_work(uint32_t gen, int32_t id) {
       s = atomic_load_explicit(&taso_pool.state, memory_order_acquire);
     }
   }
-  if (off >= 0 && taso_off_core_ns() - off > TASO_OFF_CORE_NS && taso_preemptions() > switches)
-    atomic_store(&taso_pool.preempted, 1);
+  if (claimed && id >= 0 && taso_waited_for_core()) atomic_store(&taso_pool.preempted, 1);
 }
 static inline uint32_t taso_generation(void) {
   return (uint32_t)(atomic_load_explicit(&taso_pool.state, memory_order_acquire) >> 32); }
@@ -129,7 +131,10 @@ static void* taso_worker(void* arg) {
   }
   return 0;
 }
-static void taso_pool_forget(void) { taso_pool.started = 0; taso_pool.threads = 0; }
+static void taso_pool_forget(void) {
+  taso_pool.started = 0; taso_pool.threads = 0;
+  if (taso_sched_fd >= 0) close(taso_sched_fd);  /* it names the parent's thread */
+  taso_sched_fd = -2; taso_probe_at = 0; }
 static int taso_env_int(const char* name) { const char* v = getenv(name); return v && *v ? atoi(v) : 0; }
 static void taso_pool_start(void) {
   int n = taso_env_int("TASO_NUM_THREADS");
@@ -191,10 +196,12 @@ static void taso_parallel_for(int32_t n, taso_task fn, void* ctx, int32_t limit)
       pthread_mutex_unlock(&taso_pool.done_mu);
     }
   }
-  /* A worker preempted while it held chunks: another process wants its core, and the worker's
-     next chunk could stall the caller again for a time slice. Loops run on the caller alone for
-     a while (measured: a compiled NASNet-A beside a busy loop, 45 ms on two threads, 27 on one). */
-  if (atomic_exchange(&taso_pool.preempted, 0) && taso_pool.solo_ns > 0) {
+  /* A thread of the pool waited for its core: another process wants one of the cores. A worker's
+     next chunk could stall the caller for a time slice, and a caller that shares a core while a
+     worker spins on the other runs at half speed; loops run on the caller alone for a while, so
+     that the scheduler gives it the free core (measured: a compiled NASNet-A beside a busy loop,
+     45 ms on two threads, 27 on one). */
+  if ((taso_waited_for_core() | atomic_exchange(&taso_pool.preempted, 0)) && taso_pool.solo_ns > 0) {
     taso_pool.solo_until = taso_now_ns() + taso_pool.solo_ns;
     taso_pool.solo_spells++;
   }
