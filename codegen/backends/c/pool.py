@@ -13,8 +13,8 @@ scheduler can move a descheduled worker there), and idle workers spin briefly (`
 default 100 microseconds: back-to-back kernels find them awake) and then sleep on a condition
 variable. A thread of the pool that waited 3 ms of 10 on the run queue (the kernel's
 schedstat: not its voluntary sleeps, not the time a VM's host takes the virtual CPU) means
-another process wants a core; for `TASO_SOLO_MS` (default 100 ms)
-loops then run on the caller alone, and then try the workers again.
+another process wants a core; for `TASO_SOLO_MS` (default 100 ms) loops then run on the caller
+alone, and then try the workers again.
 
 A job is (generation, next index) packed in one 64-bit atomic; a worker claims a chunk with a
 compare-and-swap on it. The caller first moves the state to an odd generation (closed), then
@@ -36,7 +36,7 @@ static struct {
   pthread_mutex_t submit, sleep_mu, done_mu;
   pthread_cond_t wake, done_cv;
   _Atomic uint64_t state;          /* generation << 32 | next item */
-  _Atomic int32_t done, total, chunk, limit, sleepers, waiting, preempted;
+  _Atomic int32_t done, total, chunk, limit, sleepers, waiting, worker_waited;
   _Atomic(taso_task) fn;
   _Atomic(void*) ctx;
   int threads, started;
@@ -77,7 +77,7 @@ static int taso_waited_for_core(void) {
   return waited;
 }
 /* Claim and run chunks of job `gen` until none is left; returns once the counter is past the end.
-   A worker that waited for its core since it last looked says so (`preempted`). */
+   A worker that waited for its core since it last looked says so (`worker_waited`). */
 static void taso_work(uint32_t gen, int32_t id) {
   int claimed = 0;
   uint64_t s = atomic_load_explicit(&taso_pool.state, memory_order_acquire);
@@ -104,7 +104,7 @@ static void taso_work(uint32_t gen, int32_t id) {
       s = atomic_load_explicit(&taso_pool.state, memory_order_acquire);
     }
   }
-  if (claimed && id >= 0 && taso_waited_for_core()) atomic_store(&taso_pool.preempted, 1);
+  if (claimed && id >= 0 && taso_waited_for_core()) atomic_store(&taso_pool.worker_waited, 1);
 }
 static inline uint32_t taso_generation(void) {
   return (uint32_t)(atomic_load_explicit(&taso_pool.state, memory_order_acquire) >> 32); }
@@ -201,7 +201,7 @@ static void taso_parallel_for(int32_t n, taso_task fn, void* ctx, int32_t limit)
      worker spins on the other runs at half speed; loops run on the caller alone for a while, so
      that the scheduler gives it the free core (measured: a compiled NASNet-A beside a busy loop,
      45 ms on two threads, 27 on one). */
-  if ((taso_waited_for_core() | atomic_exchange(&taso_pool.preempted, 0)) && taso_pool.solo_ns > 0) {
+  if ((taso_waited_for_core() | atomic_exchange(&taso_pool.worker_waited, 0)) && taso_pool.solo_ns > 0) {
     taso_pool.solo_until = taso_now_ns() + taso_pool.solo_ns;
     taso_pool.solo_spells++;
   }
