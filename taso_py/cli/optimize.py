@@ -139,7 +139,7 @@ class NotFaster(Exception):
 
 
 def _trials_table(trials: list[Trial]) -> Table:
-    table = Table(title="rewrites timed in ONNX Runtime, one group at a time, on top of the groups kept before")
+    table = Table(title="rewrites timed in ONNX Runtime, group by group")
     for column in ("change", "regions", "predicted", "measured (ms)", "speedup", "kept"):
         table.add_column(column, justify="left" if column == "change" else "right")
     for t in trials:
