@@ -14,12 +14,11 @@ e-graph's size. Prints the CPU model and writes DIR/search_compare.json and .md
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks.machine_info import lscpu_model
+from benchmarks.machine_info import header, identify
 from benchmarks.models import MODELS, build
 from taso_py.atomic import write_json, write_text
 from taso_py.library.store import load as load_library
@@ -45,7 +44,7 @@ def compare(name: str, size: str, cost: str) -> dict[str, Any]:
 
 
 def markdown(rows: list[dict[str, Any]], info: dict[str, Any]) -> str:
-    lines = [f"CPU: {info['cpu']}; load average {info['load']:.2f}; size {info['size']}; cost model {info['cost']}", "",
+    lines = [f"{header(info)}; size {info['size']}; cost model {info['cost']}", "",
              "| model | backtrack gain | s | stopped | eqsat gain | s | stopped | e-nodes | eqsat cost / backtrack |",
              "| --- | ---: | ---: | --- | ---: | ---: | --- | ---: | ---: |"]
     for r in rows:
@@ -66,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [m for m in names if m not in MODELS]
     if unknown:
         ap.error(f"unknown model(s) {', '.join(unknown)}; the suite has {', '.join(MODELS)}")
-    info = {"cpu": lscpu_model(), "load": os.getloadavg()[0], "size": args.size, "cost": args.cost}
-    print(f"CPU: {info['cpu']}", flush=True)
+    info = {**identify(), "size": args.size, "cost": args.cost}
+    print(header(info), flush=True)
     rows = []
     for name in names:
         rows.append(compare(name, args.size, args.cost))

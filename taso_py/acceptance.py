@@ -89,8 +89,9 @@ def accept(model: OnnxModel, start: Graph, rewritten: Graph, cost: CostModel, fe
     """`start` with the groups of `rewritten`'s regions that ORT runs faster applied, each group
     timed against the model accepted before it (interleaved runs, medians: `runtime.latency`)."""
     plan = groups(start, rewritten, cost)
-    result = Accepted(without_unused(start))
+    trials: list[Trial] = []
     current = start
+    current_cost = graph_cost(without_unused(current), cost)
     with tempfile.TemporaryDirectory(prefix="taso-accept-") as tmp:
         current_file = _write(model, current, Path(tmp) / "base.onnx")
         for k, (change, members) in enumerate(plan):
@@ -99,19 +100,17 @@ def accept(model: OnnxModel, start: Graph, rewritten: Graph, cost: CostModel, fe
             try:
                 candidate = apply(current, rewritten, members)
             except GraphError:
-                result.trials.append(Trial(change, len(members), 1.0, None, False,
-                                           "would form a cycle with the groups reverted before it"))
+                trials.append(Trial(change, len(members), 1.0, None, False,
+                                    "would form a cycle with the groups reverted before it"))
                 continue
-            predicted = graph_cost(without_unused(current), cost) / max(graph_cost(without_unused(candidate), cost),
-                                                                        1e-12)
+            candidate_cost = graph_cost(without_unused(candidate), cost)
             candidate_file = _write(model, candidate, Path(tmp) / f"group{k}.onnx")
             measured = latency(current_file, candidate_file, feeds, threads, runs)
             kept = measured.speedup > 1.0
-            result.trials.append(Trial(change, len(members), predicted, measured, kept))
+            trials.append(Trial(change, len(members), current_cost / max(candidate_cost, 1e-12), measured, kept))
             if kept:
-                current, current_file = candidate, candidate_file
-    result.graph = without_unused(current)
-    return result
+                current, current_cost, current_file = candidate, candidate_cost, candidate_file
+    return Accepted(without_unused(current), trials)
 
 
 def _write(model: OnnxModel, graph: Graph, path: Path) -> Path:
