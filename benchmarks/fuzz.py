@@ -9,7 +9,8 @@ Python API the commands use (import, `optimizer.optimize`, `save_model`, `codege
 - optimize: the written model is equal to the original in ONNX Runtime on fresh inputs
   (`runtime.compare_models`), keeps the graph's input and output names, shapes and dtypes, passes
   onnx's full check, and the input file is untouched;
-- compile (every `--compile-every`-th case): the compiled module's outputs against ORT's;
+- compile (every `--compile-every`-th case, for `--target`, cpu or cuda): the compiled module's
+  outputs against ORT's;
 - mutation: the case's bytes damaged (`fuzzgen.mutate`) through `taso info`, `taso optimize` and
   (every `--compile-every`-th case) `taso compile`, via click's CliRunner: exit 0, 1 or 2 with one
   `taso: error:` line, never an internal error or a traceback;
@@ -66,7 +67,7 @@ from taso_py.runtime import run as ort_run
 from taso_py.search.backtracking import Settings
 
 RESULTS = Path(__file__).parent / "results"
-OPAQUE_REFUSAL = "refused: opaque op"
+NO_KERNEL_REFUSAL = "refused: no kernel"  # an opaque op, or an op the target has no kernel for
 
 
 # ---- the optimizer's prices --------------------------------------------------------------------
@@ -112,7 +113,7 @@ class Result:
     optimize: str = "ok"
     detail: str = ""
     rewrites: int = 0
-    compile: str | None = None  # ok | wrong | crash | refused: opaque op
+    compile: str | None = None  # ok | wrong | crash | refused: no kernel
     compile_detail: str = ""
     mutation: str | None = None  # the kind of damage
     mutation_outcome: str | None = None  # clean | crash | traceback (a hang is the whole case's)
@@ -182,22 +183,30 @@ def check_optimize(case: Case, work: Path, library: Library, result: Result) -> 
     return optimized.model
 
 
-def check_compile(case: Case, model: OnnxModel, work: Path, result: Result) -> None:
-    """Compile the optimized graph as `taso compile` does (operators without a kernel in ORT
-    regions), run the module and compare it with the original in ORT."""
+def check_compile(case: Case, model: OnnxModel, work: Path, result: Result, target: str = "cpu") -> None:
+    """Compile the optimized graph for `target` as `taso compile` does (operators without a kernel
+    in ORT regions where the target has them), run the module and compare it with the original in ORT.
+    cuda without a GPU runs on the CPU emulation of the CUDA runtime (the host code and the kernels'
+    indexing are checked, not nvcc's code)."""
+    from taso_py.codegen.backends.cuda import device_count
+    from taso_py.codegen.backends.cuda.emulate import compile_emulated
     from taso_py.codegen.graph import compile_graph
     from taso_py.codegen.runtime import CompiledModel
-    from taso_py.codegen.target import CPU
+    from taso_py.codegen.target import CUDA, Target
     from taso_py.onnx_io.exporter import region_writer
 
     try:
-        compile_graph(model.graph, work / "compiled", CPU, write_region=region_writer(model.origin))
+        chosen = Target.parse(target)
+        compile_graph(model.graph, work / "compiled", chosen, write_region=region_writer(model.origin))
+        if chosen is CUDA and not device_count():  # no GPU here: the same source on the CUDA emulation
+            shutil.copyfile(compile_emulated((work / "compiled" / CUDA.source).read_text()),
+                            work / "compiled" / "model.so")
         compiled = CompiledModel(work / "compiled")
         feeds = random_feeds(model.graph, case.seed + 2)
         comparison = compare_outputs(ort_run(work / "model.onnx", feeds), compiled.run(feeds))
     except TasoError as e:
         if "no code generator for operator 'opaque'" in str(e) or "cannot run through ONNX Runtime" in str(e):
-            result.compile = OPAQUE_REFUSAL
+            result.compile = NO_KERNEL_REFUSAL
         else:
             result.compile = "crash"
         result.compile_detail = _first_line(e)
@@ -305,7 +314,7 @@ def check_subprocess(case: Case, work: Path, result: Result, timeout: float, wit
 
 
 def run_case(seed: int, library: Library, with_compile: bool = False, with_mutation: bool = True,
-             with_subprocess: bool = False, subprocess_timeout: float = 120.0) -> Result:
+             with_subprocess: bool = False, subprocess_timeout: float = 120.0, target: str = "cpu") -> Result:
     """Every check of one case (a crash of taso-py in one check is that check's result)."""
     started = time.perf_counter()
     try:
@@ -326,7 +335,7 @@ def run_case(seed: int, library: Library, with_compile: bool = False, with_mutat
             result.optimize, result.detail = "crash", _first_line(e)
         if with_compile and optimized is not None:
             try:
-                check_compile(case, optimized, work, result)
+                check_compile(case, optimized, work, result, target)
             except Exception as e:  # a bug in taso-py
                 result.compile, result.compile_detail = "crash", _first_line(e)
         if with_mutation:
@@ -349,11 +358,12 @@ class Job:
     seed: int
     compile: bool
     subprocess: bool
+    target: str = "cpu"  # of the compile check (the damaged files' `taso compile` stays on cpu)
 
 
 def run_job(job: Job, library: Library) -> Result:
     """What a worker does with a job (the default `runner` of `campaign`)."""
-    return run_case(job.seed, library, job.compile, True, job.subprocess)
+    return run_case(job.seed, library, job.compile, True, job.subprocess, target=job.target)
 
 
 def _worker(conn: Connection, runner: str) -> None:
@@ -472,7 +482,7 @@ def campaign(jobs: Sequence[Job], workers: int, case_timeout: float,
 
 def failing(r: Result) -> bool:
     """Whether a case found something to look at (a valid model refused included)."""
-    return (r.optimize != "ok" or r.compile not in (None, "ok", OPAQUE_REFUSAL)
+    return (r.optimize != "ok" or r.compile not in (None, "ok", NO_KERNEL_REFUSAL)
             or r.mutation_outcome not in (None, "clean") or r.cli not in (None, "ok"))
 
 
@@ -492,7 +502,7 @@ def tally(results: Sequence[Result]) -> dict[str, Any]:
     for r in results:
         if r.optimize != "ok":
             example(f"optimize {r.optimize}", r, r.detail)
-        if r.compile not in (None, "ok", OPAQUE_REFUSAL):
+        if r.compile not in (None, "ok", NO_KERNEL_REFUSAL):
             example(f"compile {r.compile}", r, r.compile_detail)
         if r.mutation_outcome not in (None, "clean"):
             example(f"mutation {r.mutation_outcome}", r, f"{r.mutation}: {r.mutation_detail}")
@@ -533,8 +543,8 @@ def table(doc: dict[str, Any]) -> str:
         ("optimize: crashes", f"{o['crash']:,}"),
         ("optimize: hangs", f"{o['hang']:,} (limit {doc['case_timeout']:g} s a case)"),
         ("optimize: refused", f"{o['refused']:,} ({refused})"),
-        ("compile + run", f"{c['cases']:,}: OK {c['ok']:,}, wrong {c['wrong']:,}, crash {c['crash']:,}; "
-                          f"refused: {c_refused}"),
+        (f"compile + run (--target {doc.get('target', 'cpu')})",
+         f"{c['cases']:,}: OK {c['ok']:,}, wrong {c['wrong']:,}, crash {c['crash']:,}; {c_refused}"),
         ("damaged bytes through info / optimize / compile", f"{m['cases']:,}: clean {m['clean']:,}, "
                                                            f"crash {m['crash']:,}, traceback {m['traceback']:,}"),
         ("sample through the `taso` command", f"{s['cases']:,}: OK {s['ok']:,}, wrong {s['wrong']:,}, "
@@ -552,6 +562,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--seed", type=int, default=0, help="seed of the first case; case k has seed SEED + k")
     ap.add_argument("--compile-every", type=int, default=4, metavar="N",
                     help="compile and run every N-th case (0: never)")
+    ap.add_argument("--target", choices=("cpu", "cuda"), default="cpu",
+                    help="what the compile check builds for (cuda: nvcc and this machine's GPU, "
+                         "or the CPU emulation of the CUDA runtime where there is none)")
     ap.add_argument("--cli-every", type=int, default=100, metavar="N",
                     help="run every N-th case through the `taso` command in a subprocess too (0: never)")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="worker processes")
@@ -574,7 +587,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from benchmarks.machine_info import lscpu_model
 
     every = args.compile_every
-    jobs = [Job(s, bool(every) and k % every == 0, bool(args.cli_every) and k % args.cli_every == 0)
+    jobs = [Job(s, bool(every) and k % every == 0, bool(args.cli_every) and k % args.cli_every == 0, args.target)
             for k, s in enumerate(range(args.seed, args.seed + args.cases))]
     results: list[Result] = []
     bad = 0
@@ -587,7 +600,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             bad += failing(r)
             bar.update(task, advance=1, description=f"{bad} failing")
     results.sort(key=lambda r: r.seed)
-    doc = {"seed": args.seed, "workers": args.workers, "compile_every": every, "cli_every": args.cli_every,
+    from taso_py.codegen.backends.cuda import device_count
+    emulated = args.target == "cuda" and not device_count()
+    doc = {"seed": args.seed, "workers": args.workers, "compile_every": every,
+           "target": args.target + (" (emulated on the CPU: no GPU here)" if emulated else ""),
+           "cli_every": args.cli_every,
            "case_timeout": args.case_timeout, "seconds": round(time.perf_counter() - started, 1),
            "machine": {"cpu": lscpu_model(), "cores": os.cpu_count(),
                        "load_average": [round(x, 2) for x in os.getloadavg()]},

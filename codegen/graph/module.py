@@ -55,13 +55,15 @@ def cuda_run_function(kernels: list[Kernel], buffers: dict[str, Buffer], copies:
     """`taso_model_run` on the GPU: weights copied to the device once, inputs in, every kernel's
     launch on device pointers, outputs back; returns 0 or a status (see taso_cuda_error_string)."""
     ins = sorted((b for b in buffers.values() if b.kind == "input"), key=lambda b: b.index)
+    # indexed by the graph input's position: inputs no kernel reads leave holes, not a shorter array
+    in_slots = max((b.index for b in ins), default=0) + 1
 
     def ptr(key: str) -> str:
         return _pointer(buffers[key], "d_in", "d_out", "d_weights", "d_arena")
 
     lines = ["", 'extern "C" int taso_model_run(void** inputs, void** outputs, char* weights, char* arena) {',
              "  static char* d_weights = 0; static char* d_arena = 0;",
-             f"  static void* d_in[{max(len(ins), 1)}]; static void* d_out[{max(len(out_bytes), 1)}];",
+             f"  static void* d_in[{in_slots}]; static void* d_out[{max(len(out_bytes), 1)}];",
              "  int devices = 0; cudaError_t e;",
              "  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) return -1;",
              "  if (!d_arena) {",

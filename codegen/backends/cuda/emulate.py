@@ -28,7 +28,8 @@ RUNTIME_H = r"""#pragma once
 #include <vector>
 struct dim3 { unsigned x, y, z; dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {} };
 typedef int cudaError_t;
-enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2 };
+enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2,
+       cudaMemcpyDeviceToDevice = 3 };
 #define __global__
 #define __device__
 #define __forceinline__ inline
