@@ -253,6 +253,24 @@ def test_a_string_attribute_that_is_not_utf8_is_refused_with_one_line(tmp_path: 
     assert fuzz.judge_cli(*fuzz.run_cli(["info", str(tmp_path / "m.onnx")])) == ("clean", "")
 
 
+@pytest.mark.parametrize(("op", "attrs", "w_dims", "why"), [
+    ("Cast", {"to": -7}, None, "Cast to -7, which is not an ONNX element type"),  # fuzz seed 41137
+    ("Conv", {}, [4, 3, 3], "Conv weight of rank 3 over a 4-D input"),  # fuzz seed 42471
+    ("ConvTranspose", {}, [3, 4, 3], "ConvTranspose weight of rank 3 over a 4-D input"),
+])
+def test_a_malformed_node_is_refused_with_one_line(tmp_path: Path, op: str, attrs: dict, w_dims: list[int] | None,
+                                                   why: str) -> None:
+    from onnx import helper, numpy_helper
+
+    weights = [numpy_helper.from_array(np.ones(w_dims, np.float32), "w")] if w_dims else []
+    node = helper.make_node(op, ["x", *(["w"] if w_dims else [])], ["y"], **attrs)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 3, 8, 8])], weights)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
+    code, stderr, exc = fuzz.run_cli(["info", str(tmp_path / "m.onnx")])
+    assert fuzz.judge_cli(code, stderr, exc) == ("clean", "") and code == 2 and why in stderr, stderr
+
+
 def test_a_huge_input_is_refused_with_one_line(tmp_path: Path) -> None:
     model = _add_model(tmp_path / "m.onnx", [2**40, 3])
     args = ["optimize", str(model), "-o", str(tmp_path / "o.onnx"), *fuzz.OPTIMIZE_ARGS]

@@ -433,12 +433,21 @@ def _require_2d(ctx: ImportContext) -> None:
         raise Unsupported(f"{ctx.op_type} over rank {ctx.type(0).rank} (only 2-D NCHW is in the algebra)")
 
 
+def _weight_kernel(ctx: ImportContext) -> tuple[int, int]:
+    """The (kh, kw) of a 2-D convolution's OIHW weight; a weight of another rank is a malformed model."""
+    weight = ctx.type(1)
+    if weight.rank != 4:
+        raise ShapeError(f"{ctx.op_type} weight of rank {weight.rank} over a 4-D input (OIHW expected)")
+    kh, kw = weight.known_shape[2:]
+    return kh, kw
+
+
 def _import_conv(ctx: ImportContext) -> tuple:
     _require_2d(ctx)
-    kernel = tuple(ctx.type(1).known_shape[2:])
+    kernel = _weight_kernel(ctx)
     stride = int_tuple(ctx.attr("strides", 1), 2, "strides")
     dilation = int_tuple(ctx.attr("dilations", 1), 2, "dilations")
-    pad = spatial_pads(ctx, kernel, stride, dilation)  # type: ignore[arg-type]
+    pad = spatial_pads(ctx, kernel, stride, dilation)
     inputs = [ctx.input(i) for i in range(ctx.n_inputs) if ctx.input(i) is not None]
     return ctx.add("conv2d", inputs, stride=stride, pad=pad, dilation=dilation, groups=ctx.attr("group", 1))
 
@@ -458,7 +467,7 @@ def _import_conv_transpose(ctx: ImportContext) -> tuple:
     """Both opset forms (1 and 11+): `output_shape` becomes pads (and output padding where it asks
     for more than the full output, as ONNX Runtime computes it), `auto_pad` SAME_* pads to input x stride."""
     _require_2d(ctx)
-    x_hw, kernel = ctx.type(0).known_shape[2:], ctx.type(1).known_shape[2:]
+    x_hw, kernel = ctx.type(0).known_shape[2:], _weight_kernel(ctx)
     if tuple(ctx.attr("kernel_shape", kernel)) != tuple(kernel):
         raise Unsupported(f"ConvTranspose with kernel_shape {ctx.attr('kernel_shape')} unlike its weight's {kernel}")
     stride = int_tuple(ctx.attr("strides", 1), 2, "strides")

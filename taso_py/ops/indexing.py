@@ -315,7 +315,11 @@ def _cast_shape(in_types: Sequence[TensorType], a: CastAttrs) -> tuple[TensorTyp
 def _import_cast(ctx: ImportContext) -> tuple:
     """A Cast to the input's own type is no node at all; one between float types is a cast."""
     source = ctx.type(0).dtype
-    target = np.dtype(helper.tensor_dtype_to_np_dtype(ctx.attr("to"))).name
+    to = ctx.attr("to")
+    try:
+        target = np.dtype(helper.tensor_dtype_to_np_dtype(to)).name
+    except (KeyError, TypeError, ValueError):  # a damaged or hand-written file
+        raise AttrError(f"Cast to {to!r}, which is not an ONNX element type") from None
     if source is not None and source.value == target:
         return (ctx.input(0),)
     if source is None or not source.is_float or target not in FLOATS:
