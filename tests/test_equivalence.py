@@ -115,6 +115,50 @@ def test_one_wrong_element_in_a_million_is_caught(tmp_path: Path) -> None:
     assert result.max_rel == pytest.approx(0.01, rel=0.05)
 
 
+def _cancelling(n: int, c: float) -> OnnxModel:
+    """y = (x + c) - c: for c much larger than x, float32 keeps few of x's bits in x + c, so ORT's
+    own result is ~ulp(c) / max|x| off the true y = x (an ill-conditioned output)."""
+    g = Graph("cancel")
+    x = g.add_input("x", TensorType((n,), DType.FLOAT32))
+    w = g.add_weight(np.full(n, c, np.float32), "c")
+    (s,) = g.add("add", [x, w])
+    (y,) = g.add("sub", [s, w])
+    g.set_outputs([y], ["y"])
+    return OnnxModel(g)
+
+
+def test_an_ill_conditioned_output_is_judged_against_float64(tmp_path: Path) -> None:
+    """A candidate that computes the cancelling output exactly differs from ORT's float32 result by
+    ~1e-3 of max|y| (over rtol); against the reference graph in float64 it is closer than ORT, so
+    it passes, and the report gives both errors. A candidate one element of which is off by about
+    1% of the max still fails, however ill-conditioned the output."""
+    n = 4096
+    save_model(_cancelling(n, 1e5), tmp_path / "ref.onnx")
+    exact = _plus_constant_1d(n, np.zeros(n, np.float32))
+    save_model(exact, tmp_path / "exact.onnx")
+    truth = lambda: load_model(tmp_path / "ref.onnx").graph  # noqa: E731
+    plain = check_equivalent(tmp_path / "ref.onnx", tmp_path / "exact.onnx", exact.graph)
+    assert not plain.ok and plain.max_rel > 2 * DEFAULT_RTOL and plain.worst.truth is None
+    judged = check_equivalent(tmp_path / "ref.onnx", tmp_path / "exact.onnx", exact.graph, truth=truth)
+    ref_err, cand_err = judged.worst.truth
+    assert judged.ok and ref_err > 2 * DEFAULT_RTOL and cand_err < 1e-6
+    assert "against the graph in float64" in judged.describe()
+    assert judged.to_json()["outputs"][0]["float64_normwise_error"] == {"reference": ref_err, "candidate": cand_err}
+    off = np.zeros(n, np.float32)
+    off[7] = 0.05  # about 1.3% of max|y|
+    save_model(_plus_constant_1d(n, off), tmp_path / "wrong.onnx")
+    wrong = check_equivalent(tmp_path / "ref.onnx", tmp_path / "wrong.onnx", exact.graph, truth=truth)
+    assert not wrong.ok and wrong.worst.truth[1] > 5e-3 and "over 2x the reference's" in wrong.describe()
+
+
+def _plus_constant_1d(n: int, value: np.ndarray) -> OnnxModel:
+    g = Graph("plus")
+    x = g.add_input("x", TensorType((n,), DType.FLOAT32))
+    (y,) = g.add("add", [x, g.add_weight(value, "b")])
+    g.set_outputs([y], ["y"])
+    return OnnxModel(g)
+
+
 def _same(reference: dict, candidate: dict, **kw: float):
     return compare_outputs(reference, candidate, **kw)
 

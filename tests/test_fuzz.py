@@ -190,6 +190,18 @@ def test_generated_models_through_compile_and_run(tmp_path: Path) -> None:
     assert sum(o[0] == "ok" for o in outcomes.values()) >= 10
 
 
+def test_ill_conditioned_compiled_outputs_pass_by_rounding(tmp_path: Path) -> None:
+    """Two cases a 5,000-case campaign called wrong (normwise 1.1e-4 and 3.0e-4 against ORT): an
+    output of large terms that nearly cancel, where ORT's float32 is itself 0.8e-4 and 1.9e-4 from
+    the graph in float64. Judged against that, ours is within 2x ORT's own error: ok, and said so."""
+    for seed in (44708, 45636):
+        case, result, work = generate(seed), fuzz.Result(seed), tmp_path / str(seed)
+        work.mkdir()
+        model = fuzz.check_optimize(case, work, LIBRARY, result)
+        fuzz.check_compile(case, model, work, result)
+        assert result.compile == "ok" and result.compile_detail.startswith(fuzz.ROUNDING_NOTE), result
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_generated_models_through_cuda(tmp_path: Path) -> None:
     """`--target cuda` (on the CPU emulation without a GPU): seeds whose modules read past the run

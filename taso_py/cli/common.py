@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from taso_py.errors import InputError, TasoError
+from taso_py.graph import Graph
 from taso_py.onnx_io import OnnxModel, load_model, parse_input_shapes, save_model
 from taso_py.runtime import DEFAULT_RTOL, Comparison, check_equivalent
 from taso_py.search.backtracking import Settings
@@ -127,7 +128,8 @@ def save_checked(original: Path, model: OnnxModel, target: Path, what: str, chec
 
     def verify(staged: Path) -> None:
         if check:
-            comparison = check_equivalent(original, staged, model.graph, seed, rtol, atol)
+            comparison = check_equivalent(original, staged, model.graph, seed, rtol, atol,
+                                          truth=reference_graph(original, model.graph))
             result.append(comparison)
             if not comparison.ok:
                 raise CheckFailed(f"{what} model differs from the original on {comparison.describe()}; "
@@ -137,6 +139,13 @@ def save_checked(original: Path, model: OnnxModel, target: Path, what: str, chec
 
     save_model(model, target, before_publish=verify if check or then else None)
     return result[0] if result else None
+
+
+def reference_graph(original: Path, like: Graph) -> Callable[[], Graph]:
+    """The original model's graph, imported when called, with the input shapes `like` has (those
+    `--input-shape` fixed): the truth `runtime.arbitrate` evaluates in float64."""
+    shapes = {n.attrs.name: n.attrs.type.shape for n in like.inputs}
+    return lambda: load_model(original, shapes).graph
 
 
 def output_path(model: Path, out: Path | None, suffix: str) -> Path:

@@ -28,13 +28,17 @@ def check_feeds(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.n
     return out
 
 
-def evaluate(graph: Graph, feeds: Mapping[str, np.ndarray], outputs: Sequence[str] | None = None
-             ) -> dict[str, np.ndarray]:
+def evaluate(graph: Graph, feeds: Mapping[str, np.ndarray], outputs: Sequence[str] | None = None,
+             wide: bool = False) -> dict[str, np.ndarray]:
     """Graph outputs (all, or those named) for the given input values.
 
-    Intermediate values are dropped once their last reader has run, so whole models fit.
+    Intermediate values are dropped once their last reader has run, so whole models fit. `wide`
+    computes in float64 from the same float32 inputs and weights: the truth that float32 results,
+    ORT's and ours, are judged against where rounding alone may explain a difference.
     """
     feeds = check_feeds(graph, feeds)
+    if wide:
+        feeds = {k: _widen(v) for k, v in feeds.items()}
     chosen = [(n, r) for n, r in zip(graph.output_names, graph.outputs) if outputs is None or n in outputs]
     live = graph.live_ids()
     order = [n for n in graph.topo_order() if n.id in live]
@@ -45,6 +49,8 @@ def evaluate(graph: Graph, feeds: Mapping[str, np.ndarray], outputs: Sequence[st
             results: tuple[np.ndarray, ...] = (feeds[node.attrs.name],)
         else:
             results = node.op.evaluate([values[r] for r in node.inputs], node.attrs)
+            if wide:
+                results = tuple(_widen(np.asarray(v)) for v in results)
         _check_results(node, results)
         for ref, value in zip(node.outputs, results):
             if readers[ref]:
@@ -54,6 +60,10 @@ def evaluate(graph: Graph, feeds: Mapping[str, np.ndarray], outputs: Sequence[st
             if not readers[r]:
                 values.pop(r, None)
     return {name: values[ref] for name, ref in chosen}
+
+
+def _widen(value: np.ndarray) -> np.ndarray:
+    return value.astype(np.float64) if value.dtype.kind == "f" and value.dtype.itemsize < 8 else value
 
 
 def _check_results(node: object, results: tuple[np.ndarray, ...]) -> None:
