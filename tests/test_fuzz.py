@@ -265,6 +265,16 @@ def test_a_string_attribute_that_is_not_utf8_is_refused_with_one_line(tmp_path: 
     assert fuzz.judge_cli(*fuzz.run_cli(["info", str(tmp_path / "m.onnx")])) == ("clean", "")
 
 
+@pytest.mark.parametrize("seed", [41137, 42471, 51250, 53576, 53665, 54820])
+def test_damaged_files_the_campaigns_found_get_one_line(tmp_path: Path, seed: int) -> None:
+    """Damaged bytes that ended in internal errors in `taso info`: an attribute of the wrong type, a
+    weight of the wrong rank, a node left without outputs, names that are no longer UTF-8."""
+    case = generate(seed)
+    result = fuzz.Result(seed)
+    fuzz.check_mutation(case, tmp_path, result, with_compile=False)
+    assert result.mutation_outcome == "clean", (result.mutation, result.mutation_detail)
+
+
 @pytest.mark.parametrize(("op", "attrs", "w_dims", "why"), [
     ("Cast", {"to": -7}, None, "Cast to -7, which is not an ONNX element type"),  # fuzz seed 41137
     ("Conv", {}, [4, 3, 3], "Conv weight of rank 3 over a 4-D input"),  # fuzz seed 42471

@@ -46,9 +46,13 @@ FOLD_LIMIT = 1 << 28  # bytes: larger constant results stay as graph nodes
 def load_model(source: str | Path | onnx.ModelProto,
                input_shapes: Mapping[str, Sequence[int]] | None = None) -> OnnxModel:
     """Import an ONNX model (a path or a proto) into the graph IR."""
-    prepared = prepare(source, input_shapes)
-    translator = _Translator(prepared)
-    graph = translator.run()
+    try:
+        prepared = prepare(source, input_shapes)
+        translator = _Translator(prepared)
+        graph = translator.run()
+    except UnicodeDecodeError as e:  # protobuf decodes a string field when it is read, wherever that is
+        raise InputError(f"the model holds a name or string that is not UTF-8 ({e.reason} at byte {e.start}): "
+                         "a damaged file?") from None
     path = prepared.path
     origin = _origin(prepared.skeleton, translator.names)
     return OnnxModel(graph, origin, str(path) if path else None, translator.notes)

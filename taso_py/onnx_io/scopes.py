@@ -36,4 +36,6 @@ def outer_names(node: onnx.NodeProto) -> list[str]:
 
 def node_label(node: onnx.NodeProto) -> str:
     """How errors name a node: by its name, else by its op type and first output."""
-    return f"node {node.name!r} ({node.op_type})" if node.name else f"{node.op_type} node -> {node.output[0]!r}"
+    if node.name:
+        return f"node {node.name!r} ({node.op_type})"
+    return f"{node.op_type} node -> {node.output[0]!r}" if node.output else f"{node.op_type} node without outputs"
