@@ -60,7 +60,9 @@ def _build(g: Graph, all_groups: list[Group], forced: set[int], can_fall_back: b
     """Lower every group and region in run order; the group whose kernel failed to build is
     returned (to run in ORT on the next try) when regions are possible, else its error raised."""
     report = CompileReport()
-    steps = fallback.plan(g, all_groups, target, forced) or [fallback.whole(g)]
+    steps = fallback.plan(g, all_groups, target, forced)
+    if steps is None:  # regions that cannot be cut cleanly; no steps at all (outputs are inputs) is fine
+        steps = [fallback.whole(g)]
     groups = [s for s in steps if isinstance(s, Group)]
     if len(groups) < len(steps) and not can_fall_back:
         node = next(n for s in steps if isinstance(s, Region) for n in s.nodes if fallback.unsupported(g, n, target))

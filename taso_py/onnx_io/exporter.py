@@ -35,7 +35,7 @@ class _Writer:
     def __init__(self, names: NameSource, opset: int, data_file: str | None) -> None:
         self.opset = opset
         self.names = names
-        self.outer: set[str] = set()  # outer-scope names an Identity has restored
+        self.outer: dict[str, str] = {}  # outer-scope names an Identity has restored, and from what
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
         self.external: list[tuple[int, np.ndarray]] = []  # (offset in data_file, value)
@@ -182,7 +182,8 @@ def _export(model: OnnxModel, data_file: str | None) -> tuple[onnx.ModelProto, l
             node.op.onnx.export(w, ExportNode(ins, outs, node.attrs, [graph.type(r) for r in node.inputs],
                                               node.types))
     for source, out in identities:
-        w.emit("Identity", [source], [out])
+        if w.outer.get(out) != source:  # not already restored for a subgraph that reads it by that name
+            w.emit("Identity", [source], [out])
     outputs = [_output_info(n, graph.type(r)) for r, n in zip(graph.outputs, graph.output_names)]
     proto = helper.make_graph(w.nodes, graph.name, inputs, outputs, w.initializers)
     model_proto = _model(proto, origin)
@@ -203,7 +204,7 @@ def _write_opaque(w: _Writer, a: Any, ins: list[str], outs: list[str]) -> None:
     node.output.extend(renamed)
     for name, current in zip(a.outer, ins[len(ins) - len(a.outer):]):
         if name != current and name not in w.outer:  # once, however many nodes read it
-            w.outer.add(name)
+            w.outer[name] = current
             w.emit("Identity", [current], [name])
     w.nodes.append(node)
 

@@ -128,9 +128,10 @@ def _signature(g: Graph) -> int:
 
 class _Planner:
     """Plans for every match of a graph, reusing those of earlier graphs where nothing they depend
-    on changed: the matched nodes and their readers (which decide what dies) and the existing
-    nodes the destination reads. (A plan reused this way may miss an equal node that appeared
-    since, and build a duplicate: a worse rewrite, never a wrong one.)"""
+    on changed: the matched nodes, their readers and which of their tensors are graph outputs
+    (all three decide what dies: an earlier rewrite may have made a matched tensor a graph
+    output), and the existing nodes the destination reads. (A plan reused this way may miss an
+    equal node that appeared since, and build a duplicate: a worse rewrite, never a wrong one.)"""
 
     def __init__(self, matcher: Matcher) -> None:
         self.matcher = matcher
@@ -138,9 +139,11 @@ class _Planner:
 
     def plans(self, g: Graph, users: dict[int, list[Node]]) -> list[Plan]:
         out = []
+        graph_outputs = sorted(set(g.outputs))
         for m in self.matcher.matches(g):
             readers = tuple(len(users[n]) for n in sorted(m.nodes))  # a new reader may keep a node alive
-            key = (m.rule, m.roots, tuple(m.tensors.items()), tuple(m.attrs.items()), readers)
+            kept = tuple(r for r in graph_outputs if r.node in m.nodes)  # and so may a graph output
+            key = (m.rule, m.roots, tuple(m.tensors.items()), tuple(m.attrs.items()), readers, kept)
             hit = self._cache.get(key)
             if hit is not None and all(g.nodes.get(n.id) is n for n in hit[0]):
                 p = hit[1]
