@@ -62,7 +62,7 @@ from taso_py.library.store import Library
 from taso_py.library.store import load as load_library
 from taso_py.onnx_io import OnnxModel, load_model, save_model
 from taso_py.optimizer import optimize
-from taso_py.runtime import ROUNDING_FACTOR, arbitrate, compare_models, compare_outputs, random_feeds
+from taso_py.runtime import ROUNDING_FACTOR, compare_models, compare_outputs, random_feeds
 from taso_py.runtime import run as ort_run
 from taso_py.search.backtracking import Settings
 
@@ -204,9 +204,8 @@ def check_compile(case: Case, model: OnnxModel, work: Path, result: Result, targ
                             work / "compiled" / "model.so")
         compiled = CompiledModel(work / "compiled")
         feeds = random_feeds(model.graph, case.seed + 2)
-        want, got = ort_run(work / "model.onnx", feeds), compiled.run(feeds)
-        comparison = arbitrate(compare_outputs(want, got), lambda: load_model(work / "model.onnx").graph, [feeds],
-                               [want], [got])
+        comparison = compare_outputs(ort_run(work / "model.onnx", feeds), compiled.run(feeds),
+                                     truth=lambda: load_model(work / "model.onnx").graph, feeds=feeds)
     except TasoError as e:
         if "no code generator for operator 'opaque'" in str(e) or "cannot run through ONNX Runtime" in str(e):
             result.compile = NO_KERNEL_REFUSAL

@@ -246,14 +246,7 @@ def compare_output(name: str, a: np.ndarray, b: np.ndarray) -> OutputError:
         first = _index(int(np.argmax(mismatch)), a.shape)
         return OutputError(name, INF, INF, INF, first, f"NaN/Inf at different positions ({int(mismatch.sum())} "
                            f"elements, first at {list(first)}: {a[first]} vs {b[first]})")
-    both = ~special
-    wide = np.complex128 if a.dtype.kind == "c" else np.float64
-    a64 = np.where(both, a, 0).astype(wide)
-    b64 = np.where(both, b, 0).astype(wide)
-    diff = np.abs(a64 - b64)
-    max_abs = float(diff.max(initial=0.0))
-    scale = float(np.abs(a64).max(initial=0.0))
-    normwise = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else INF)
+    a64, diff, max_abs, normwise = _finite_errors(a, b)
     per_element = diff / (np.abs(a64) + _tiny(a.dtype))
     worst = int(np.argmax(per_element)) if per_element.size else 0
     elementwise = float(per_element.flat[worst]) if per_element.size else 0.0
@@ -268,16 +261,19 @@ def _passes(e: OutputError, rtol: float, atol: float) -> bool:
     return e.truth is not None and e.truth[1] <= max(rtol, ROUNDING_FACTOR * e.truth[0])
 
 
-def _normwise(truth: np.ndarray, value: np.ndarray) -> float:
-    """max|truth - value| / max|truth| over the elements finite in both (0 when there are none)."""
-    t, v = np.asarray(truth, np.float64), np.asarray(value, np.float64)
-    both = np.isfinite(t) & np.isfinite(v)
-    scale = float(np.abs(np.where(both, t, 0)).max(initial=0.0))
-    diff = float(np.abs(np.where(both, t - v, 0)).max(initial=0.0))
-    return diff / scale if scale > 0 else (0.0 if diff == 0 else INF)
+def _finite_errors(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """Over the elements finite in both (the others count as 0), in float64 or complex128: `a`,
+    |a-b|, max|a-b| and the normwise error max|a-b| / max|a|."""
+    both = np.isfinite(a) & np.isfinite(b)
+    wide = np.complex128 if a.dtype.kind == "c" else np.float64
+    a64 = np.where(both, a, 0).astype(wide)
+    diff = np.abs(a64 - np.where(both, b, 0).astype(wide))
+    max_abs = float(diff.max(initial=0.0))
+    scale = float(np.abs(a64).max(initial=0.0))
+    return a64, diff, max_abs, max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else INF)
 
 
-def arbitrate(comparison: Comparison, truth: Callable[[], Graph] | None, feed_sets: Sequence[Mapping[str, np.ndarray]],
+def arbitrate(comparison: Comparison, truth: Callable[[], Graph], feed_sets: Sequence[Mapping[str, np.ndarray]],
               references: Sequence[Mapping[str, np.ndarray]], candidates: Sequence[Mapping[str, np.ndarray]]
               ) -> Comparison:
     """A second look at float outputs that fail rtol by magnitude alone: both results against the
@@ -295,7 +291,7 @@ def arbitrate(comparison: Comparison, truth: Callable[[], Graph] | None, feed_se
 
     suspects = {e.name for e in comparison.outputs if not e.problem and not _passes(e, comparison.rtol,
                                                                                       comparison.atol)}
-    if comparison.ok or not suspects or truth is None:
+    if comparison.ok or not suspects:
         return comparison
     try:
         graph = truth()
@@ -310,8 +306,8 @@ def arbitrate(comparison: Comparison, truth: Callable[[], Graph] | None, feed_se
     errors = []
     for e in comparison.outputs:
         if e.name in suspects and truths[0][e.name].dtype.kind == "f":
-            ref = max(_normwise(t[e.name], r[e.name]) for t, r in zip(truths, references))
-            cand = max(_normwise(t[e.name], c[e.name]) for t, c in zip(truths, candidates))
+            ref = max(_finite_errors(t[e.name], r[e.name])[3] for t, r in zip(truths, references))
+            cand = max(_finite_errors(t[e.name], c[e.name])[3] for t, c in zip(truths, candidates))
             e = replace(e, truth=(ref, cand))
         errors.append(e)
     return _verdict(errors, comparison.rtol, comparison.atol, comparison.inputs)
@@ -338,17 +334,22 @@ def _verdict(errors: Sequence[OutputError], rtol: float = DEFAULT_RTOL, atol: fl
 
 
 def compare_outputs(reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray],
-                    rtol: float = DEFAULT_RTOL, atol: float = 0.0) -> Comparison:
+                    rtol: float = DEFAULT_RTOL, atol: float = 0.0, *, truth: Callable[[], Graph] | None = None,
+                    feeds: Mapping[str, np.ndarray] | None = None) -> Comparison:
     """taso-py's one equivalence criterion, on the outputs of one input set: per output, max|a-b| /
     max|a| <= rtol (or max|a-b| <= atol, an absolute floor, 0 by default), NaN and ±Inf at the same
-    positions, integer/bool/string outputs equal, shapes and dtypes equal (see `OutputError`)."""
-    return compare_output_sets([reference], [candidate], rtol, atol)
+    positions, integer/bool/string outputs equal, shapes and dtypes equal (see `OutputError`); with
+    `truth` (the reference's graph) and the `feeds` both ran on, the float64 second look (`arbitrate`)."""
+    return compare_output_sets([reference], [candidate], rtol, atol, truth=truth,
+                               feed_sets=[feeds] if feeds is not None else ())
 
 
 def compare_output_sets(references: Sequence[Mapping[str, np.ndarray]],
                         candidates: Sequence[Mapping[str, np.ndarray]],
-                        rtol: float = DEFAULT_RTOL, atol: float = 0.0) -> Comparison:
-    """`compare_outputs` over several input sets: each output at its worst over the sets."""
+                        rtol: float = DEFAULT_RTOL, atol: float = 0.0, *, truth: Callable[[], Graph] | None = None,
+                        feed_sets: Sequence[Mapping[str, np.ndarray]] = ()) -> Comparison:
+    """`compare_outputs` over several input sets (`feed_sets`, needed with `truth`): each output at
+    its worst over the sets."""
     errors: dict[str, OutputError] = {}
     for reference, candidate in zip(references, candidates):
         for name, a in reference.items():
@@ -357,21 +358,23 @@ def compare_output_sets(references: Sequence[Mapping[str, np.ndarray]],
             else:
                 e = compare_output(name, a, candidate[name])
             errors[name] = _worse(errors[name], e) if name in errors else e
-    return _verdict(list(errors.values()), rtol, atol, len(references))
+    comparison = _verdict(list(errors.values()), rtol, atol, len(references))
+    return arbitrate(comparison, truth, feed_sets, references, candidates) if truth is not None else comparison
 
 
 def compare_models(reference: onnx.ModelProto | str | Path, candidate: onnx.ModelProto | str | Path,
                    feeds: Mapping[str, np.ndarray] | Sequence[Mapping[str, np.ndarray]],
-                   rtol: float = DEFAULT_RTOL, atol: float = 0.0, outputs: Sequence[str] | None = None
-                   ) -> Comparison:
+                   rtol: float = DEFAULT_RTOL, atol: float = 0.0, outputs: Sequence[str] | None = None,
+                   truth: Callable[[], Graph] | None = None) -> Comparison:
     """Run both models in ONNX Runtime on the same input sets (one, or a list) and compare their
-    outputs by `compare_outputs`, each output at its worst over the sets."""
+    outputs by `compare_outputs`, each output at its worst over the sets (with `truth`, the
+    reference's graph, the float64 second look)."""
     sets = [feeds] if isinstance(feeds, Mapping) else list(feeds)
     want = run_sets(reference, sets)
     got = run_sets(candidate, sets)
     if outputs is not None:
         want = [{k: v for k, v in w.items() if k in outputs} for w in want]
-    return compare_output_sets(want, got, rtol, atol)
+    return compare_output_sets(want, got, rtol, atol, truth=truth, feed_sets=sets)
 
 
 def check_equivalent(reference: onnx.ModelProto | str | Path, candidate: onnx.ModelProto | str | Path,
@@ -380,6 +383,5 @@ def check_equivalent(reference: onnx.ModelProto | str | Path, candidate: onnx.Mo
     """The check a rewritten model must pass before it is written: `compare_models` on `seeds`
     random input sets (seeds `seed`, `seed + 1`, ...) for the inputs of `graph`, outputs that fail
     by rounding alone arbitrated against the reference's graph `truth()` in float64 (`arbitrate`)."""
-    sets = [random_feeds(graph, seed + k) for k in range(seeds)]
-    want, got = run_sets(reference, sets), run_sets(candidate, sets)
-    return arbitrate(compare_output_sets(want, got, rtol, atol), truth, sets, want, got)
+    return compare_models(reference, candidate, [random_feeds(graph, seed + k) for k in range(seeds)], rtol, atol,
+                          truth=truth)

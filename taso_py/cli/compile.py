@@ -35,7 +35,6 @@ from taso_py.optimizer import cost_model, optimize
 from taso_py.runtime import (
     CHECK_SEEDS,
     ROUNDING_FACTOR,
-    arbitrate,
     check_equivalent,
     compare_output_sets,
     compare_outputs,
@@ -194,8 +193,8 @@ def _check_module(original: Path, directory: Path, target: Target, truth: Callab
         return {"skipped": reason}
     compiled = CompiledModel(directory)
     sets = [random_inputs(compiled, seed) for seed in range(CHECK_SEEDS)]
-    want, got = ort_run_sets(original, sets), [compiled.run(feeds) for feeds in sets]
-    result = arbitrate(compare_output_sets(want, got, target.rtol), truth, sets, want, got)
+    result = compare_output_sets(ort_run_sets(original, sets), [compiled.run(feeds) for feeds in sets], target.rtol,
+                                 truth=truth, feed_sets=sets)
     if not result.ok:
         raise CheckFailed(f"the compiled module differs from {Path(original).name} on {result.describe()}; "
                           "nothing written")
@@ -232,10 +231,8 @@ def run_command(directory: Path, check: bool, repeat: int, profile: bool, seed: 
             raise CheckFailed(f"{directory} has no model.onnx to check against")
         # the one criterion (runtime.compare_outputs), on this run's inputs; int8 layers get a wider rtol
         tolerance = rtol if rtol is not None else compiled.target.rtol
-        want = ort_run(reference, feeds)
-        comparison = compare_outputs(want, outputs, tolerance)
-        if not comparison.ok:  # a second look where rounding alone may explain it
-            comparison = arbitrate(comparison, lambda: load_model(reference).graph, [feeds], [want], [outputs])
+        comparison = compare_outputs(ort_run(reference, feeds), outputs, tolerance,
+                                     truth=lambda: load_model(reference).graph, feeds=feeds)
         doc["check"] = {**comparison.to_json(), "int8_layers": quantized}
     if compiled.stats:
         cycles = sum(st.cycles for st in compiled.stats)
