@@ -219,8 +219,7 @@ def check_compile(case: Case, model: OnnxModel, work: Path, result: Result, targ
             result.compile_detail = f"{ROUNDING_NOTE}: {comparison.describe()}"
     else:
         result.compile = "wrong"
-        result.compile_detail = (f"output {comparison.worst_output!r}: max abs {comparison.max_abs:.3g}, "
-                                 f"max rel {comparison.max_rel:.3g}")
+        result.compile_detail = comparison.describe()
 
 
 # ---- the command line ----------------------------------------------------------------------------

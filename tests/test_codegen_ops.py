@@ -290,6 +290,22 @@ def test_relu_fuses_into_global_average() -> None:
     np.testing.assert_allclose(out, np.maximum(xs, 0).mean(axis=(2, 3), keepdims=True), rtol=1e-5, atol=1e-6)
 
 
+def test_layernorm_of_equal_values_is_its_bias() -> None:
+    """A row of equal values has x - mean = 0 exactly when the mean is sum / n, as ORT computes
+    it; times the rounded 1 / n it was an ulp off, which 1 / sqrt(0 + eps) amplified to a 1e-4
+    error on a layer norm of a concatenation of one tensor (fuzz seed 54016)."""
+    v = np.random.default_rng(0).standard_normal(256).astype(np.float32)
+    total = (v + v) + v
+    v = v[(v - total / np.float32(3) == 0) & (v - total * np.float32(1 / 3) != 0)][:8]
+    assert len(v) == 8
+    x, scale, bias = te.placeholder((8, 3), name="x"), te.placeholder((3,), name="s"), te.placeholder((3,), name="b")
+    (y,) = compute("layernorm", [x, scale, bias], ops.get("layernorm").make_attrs(axis=-1), [TensorType((8, 3))])
+    f = lower(schedule_group([y]), [x, scale, bias, y], "ln_equal")
+    out, b = np.empty((8, 3), np.float32), np.array([0.5, -1.0, 2.0], np.float32)
+    build(f)["ln_equal"](np.repeat(v[:, None], 3, axis=1), np.ones(3, np.float32), b, out)
+    np.testing.assert_array_equal(out, np.broadcast_to(b, (8, 3)))
+
+
 @pytest.mark.parametrize(("op", "attrs", "shapes", "temporaries"), [
     ("softmax", {"axis": -1}, [(1, 6, 100)], ["softmax_exp"]),
     ("softmax", {"axis": 1}, [(2, 5, 7)], ["softmax_exp"]),

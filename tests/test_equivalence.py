@@ -151,6 +151,24 @@ def test_an_ill_conditioned_output_is_judged_against_float64(tmp_path: Path) -> 
     assert not wrong.ok and wrong.worst.truth[1] > 5e-3 and "over 2x the reference's" in wrong.describe()
 
 
+def test_the_float64_second_look_runs_nodes_outside_the_algebra_in_ort(tmp_path: Path) -> None:
+    """The cancelling output behind an opaque Shrink (the identity at lambd 0): the float64 truth
+    runs that node in ORT in float32 and the rest in float64, so the exact candidate still passes
+    (fuzz seed 54016 had an If: no second look before, so rounding could not be told from a bug)."""
+    n, c = 4096, np.float32(1e5)
+    nodes = [helper.make_node("Shrink", ["x"], ["s"], lambd=0.0), helper.make_node("Add", ["s", "c"], ["a"]),
+             helper.make_node("Sub", ["a", "c"], ["y"])]
+    graph = helper.make_graph(nodes, "cancel", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])],
+                              [numpy_helper.from_array(np.full(n, c, np.float32), "c")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "ref.onnx")
+    exact = _plus_constant_1d(n, np.zeros(n, np.float32))
+    save_model(exact, tmp_path / "exact.onnx")
+    judged = check_equivalent(tmp_path / "ref.onnx", tmp_path / "exact.onnx", exact.graph,
+                              truth=lambda: load_model(tmp_path / "ref.onnx").graph)
+    assert judged.ok and judged.worst.truth is not None and judged.worst.truth[1] < 1e-6
+
+
 def _plus_constant_1d(n: int, value: np.ndarray) -> OnnxModel:
     g = Graph("plus")
     x = g.add_input("x", TensorType((n,), DType.FLOAT32))

@@ -106,21 +106,24 @@ def softmax(inputs: Sequence[Tensor], attrs: SoftmaxAttrs, out: Sequence[TensorT
 
 @register_compute(norm_ops.layernorm)
 def layernorm(inputs: Sequence[Tensor], attrs: LayerNormAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
-    """Two passes for the statistics (mean, then the mean square of x - mean), as the reference."""
+    """Two passes for the statistics (mean, then the mean square of x - mean), as the reference.
+    Sums are divided by the count, not multiplied by its rounded reciprocal: a row of equal
+    values then has a mean equal to them and x - mean exactly 0, which 1 / sqrt(var + eps) would
+    otherwise amplify (as ORT does; the divisions are loop-invariant in the row loop)."""
     x, scale = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
     axis = attrs.axis + x.ndim if attrs.axis < 0 else attrs.axis
     rows, norm = x.shape[:axis], x.shape[axis:]
     count = math.prod(norm)
     strides = [math.prod(norm[j + 1:]) for j in range(len(norm))]
-    inv = const(1.0 / count, x.dtype)
+    n = const(float(count), x.dtype)
 
     def element(r: tuple[Expr, ...], k: Expr) -> Expr:
         return x[(*r, *((k // st) % d for st, d in zip(strides, norm)))]
 
     def centred(mean: Tensor) -> Callable[[tuple[Expr, ...], Expr], Expr]:
         def f(r: tuple[Expr, ...], k: Expr) -> Expr:
-            d = element(r, k) - mean[r] * inv
+            d = element(r, k) - mean[r] / n
             return d * d
         return f
 
@@ -132,7 +135,7 @@ def layernorm(inputs: Sequence[Tensor], attrs: LayerNormAttrs, out: Sequence[Ten
 
     def y(*i: Expr) -> Expr:
         r = i[:axis]
-        v = (x[i] - mean[r] * inv) * (one / te.sqrt(var[r] * inv + eps)) * broadcast_read(scale, x.shape, i)
+        v = (x[i] - mean[r] / n) * (one / te.sqrt(var[r] / n + eps)) * broadcast_read(scale, x.shape, i)
         return v + broadcast_read(bias, x.shape, i) if bias is not None else v
 
     return (te.compute(x.shape, y, name="layernorm", tag=tag, attrs={"axis": axis}),)
