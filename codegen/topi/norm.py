@@ -107,35 +107,41 @@ def softmax(inputs: Sequence[Tensor], attrs: SoftmaxAttrs, out: Sequence[TensorT
 @register_compute(norm_ops.layernorm)
 def layernorm(inputs: Sequence[Tensor], attrs: LayerNormAttrs, out: Sequence[TensorType]) -> tuple[Tensor, ...]:
     """Two passes for the statistics (mean, then the mean square of x - mean), as the reference.
-    Sums are divided by the count, not multiplied by its rounded reciprocal: a row of equal
-    values then has a mean equal to them and x - mean exactly 0, which 1 / sqrt(var + eps) would
-    otherwise amplify (as ORT does; the divisions are loop-invariant in the row loop)."""
+    The mean is summed and divided in float64 and then rounded: a row of equal values then has a
+    mean equal to them and x - mean exactly 0, which 1 / sqrt(var + eps) would otherwise amplify
+    to ~1e-4 (a float32 sum of three equal values divided by 3 misses them one time in seven)."""
     x, scale = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
     axis = attrs.axis + x.ndim if attrs.axis < 0 else attrs.axis
     rows, norm = x.shape[:axis], x.shape[axis:]
     count = math.prod(norm)
     strides = [math.prod(norm[j + 1:]) for j in range(len(norm))]
-    n = const(float(count), x.dtype)
+    n, n64 = const(float(count), x.dtype), const(float(count), "float64")
 
     def element(r: tuple[Expr, ...], k: Expr) -> Expr:
         return x[(*r, *((k // st) % d for st, d in zip(strides, norm)))]
 
-    def centred(mean: Tensor) -> Callable[[tuple[Expr, ...], Expr], Expr]:
+    def wide(r: tuple[Expr, ...], k: Expr) -> Expr:
+        return te.cast("float64", element(r, k))
+
+    def mean_of(total: Tensor, r: tuple[Expr, ...]) -> Expr:
+        return te.cast(x.dtype, total[r] / n64)
+
+    def centred(total: Tensor) -> Callable[[tuple[Expr, ...], Expr], Expr]:
         def f(r: tuple[Expr, ...], k: Expr) -> Expr:
-            d = element(r, k) - mean[r] / n
+            d = element(r, k) - mean_of(total, r)
             return d * d
         return f
 
     tag = "layernorm"
-    var = row_reduce("sum", rows, count, centred(row_reduce("sum", rows, count, element, "layernorm_mean_v", tag)),
+    var = row_reduce("sum", rows, count, centred(row_reduce("sum", rows, count, wide, "layernorm_mean_v", tag)),
                      "layernorm_var", tag)
-    mean = row_reduce("sum", rows, count, element, "layernorm_mean", tag)
+    total = row_reduce("sum", rows, count, wide, "layernorm_mean", tag)
     one, eps = const(1.0, x.dtype), const(attrs.epsilon, x.dtype)
 
     def y(*i: Expr) -> Expr:
         r = i[:axis]
-        v = (x[i] - mean[r] / n) * (one / te.sqrt(var[r] / n + eps)) * broadcast_read(scale, x.shape, i)
+        v = (x[i] - mean_of(total, r)) * (one / te.sqrt(var[r] / n + eps)) * broadcast_read(scale, x.shape, i)
         return v + broadcast_read(bias, x.shape, i) if bias is not None else v
 
     return (te.compute(x.shape, y, name="layernorm", tag=tag, attrs={"axis": axis}),)
