@@ -86,6 +86,16 @@ def test_a_tile_whose_b_streams_from_l2_uses_each_b_vector_on_several_rows(monke
     assert rows >= 4 and vecs * 8 * 4 / tiling.L2_BYTES_PER_CYCLE <= rows * vecs / 2
 
 
+def test_a_matrix_vector_tile_has_accumulators_enough_to_stream_b(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NasRNN's recurrent step (1 row, 4096 columns, 512 long) on an AVX2 core: B is read once
+    whatever the tile, so a 1 x 16 tile (two accumulators, a 4-cycle FMA chain per step) only looked
+    cheaper because its 32 KiB panel "fits L1"; with B known to stream, the tile hides the latency."""
+    monkeypatch.setattr(isa, "host", lambda: isa.Isa("avx2", "test cpu", 32 << 10, 512 << 10, 32 << 20))
+    assert tiling.tile_shape(1, 256, 16, lambda r, g: 256 // g, steps=512, pad=False) == (1, 1)
+    rows, groups = tiling.tile_shape(1, 256, 16, lambda r, g: 256 // g, steps=512, pad=False, b_rows=1)
+    assert rows == 1 and groups * 2 >= isa.host().fma_units * tiling.FMA_LATENCY
+
+
 @pytest.mark.parametrize("lanes", [16, 32])
 def test_vector_max_and_min_are_maxps_semantics_on_every_level(level: str, lanes: int) -> None:
     """max(a, b) is a > b ? a : b per lane, NaNs included, however wide the loop is against the

@@ -28,11 +28,15 @@ L2_BYTES_PER_CYCLE = 16
 
 
 def tile_shape(extent: int, blocks: int, block: int, items: Callable[[int, int], int], steps: int = 0,
-               pad: bool = True) -> tuple[int, int]:
+               pad: bool = True, b_rows: int = 0) -> tuple[int, int]:
     """(rows, groups): the register tile for `extent` rows and `blocks` column blocks of `block`
     lanes (groups divides blocks); `items(rows, groups)` is how many tiles run in parallel;
     `steps`, the reduction's length, sizes the B vectors a tile reads (reused by the next tile
-    when they stay in L1). Without `pad`, rows divide the extent."""
+    when they stay in L1). Without `pad`, rows divide the extent. `b_rows`, where known, is how
+    many rows in all read each B vector: when one tile holds them all (a matrix-vector product),
+    B streams in once whatever its size, and the tile needs accumulators enough to hide the FMA
+    latency while it does (NasRNN's 1-row tile of 2 vectors read its weights at half the speed
+    L3 delivers them)."""
     cpu = isa.host()
     per_block = max(1, block // cpu.lanes)  # vectors per column block
     cores = os.cpu_count() or 1
@@ -47,7 +51,8 @@ def tile_shape(extent: int, blocks: int, block: int, items: Callable[[int, int],
             fma = rows * vecs
             ports = cpu.fma_units
             from_l2 = 0.0
-            if steps * groups * block * 4 > cpu.l1d:  # the tile's B misses L1 (measured: 40% slower on a stem)
+            streamed = 0 < b_rows <= rows  # one tile reads each B vector once: it streams in anyway
+            if streamed or steps * groups * block * 4 > cpu.l1d:  # B misses L1 (measured: 40% slower on a stem)
                 from_l2 = vecs * cpu.lanes * 4 / L2_BYTES_PER_CYCLE  # and streams from L2 every step
             efficiency = (fma / ports) / max(fma / ports, (rows + vecs) / LOAD_PORTS, FMA_LATENCY, from_l2)
             if from_l2:
