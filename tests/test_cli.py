@@ -262,6 +262,24 @@ def test_unreadable_initializers_and_huge_inputs_are_one_line_errors(tmp_path: P
         assert "internal error" not in result.output and "Traceback" not in result.output
 
 
+@pytest.mark.parametrize(("error", "code", "says"), [
+    (MemoryError(), 2, "out of memory"),
+    (ValueError("array is too big; `arr.size * arr.dtype.itemsize` is larger than the maximum possible size."), 2,
+     "out of memory"),  # numpy's form of it, past the address space
+    (ValueError("something else"), 3, "internal error: ValueError: something else"),
+])
+def test_an_allocation_past_the_machine_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    error: Exception, code: int, says: str) -> None:
+    def explode(_model: object) -> dict:
+        raise error
+    monkeypatch.setattr(sys.modules["taso_py.cli.info"], "summarize", explode)
+    monkeypatch.delenv("TASO_DEBUG", raising=False)
+    path = tmp_path / "m.onnx"
+    onnx.save(_add_model(numpy_helper.from_array(np.ones(4, np.float32), "w"), [4]), str(path))
+    result = CliRunner().invoke(main, ["info", str(path)])
+    assert result.exit_code == code and says in result.output and "Traceback" not in result.output
+
+
 @pytest.mark.parametrize("command", ["optimize", "compile"])
 def test_inputs_that_do_not_fit_in_memory_are_refused_before_allocating(
         tmp_path: Path, command: str, monkeypatch: pytest.MonkeyPatch) -> None:

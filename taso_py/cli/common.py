@@ -48,13 +48,18 @@ class TasoGroup(click.Group):
         except KeyboardInterrupt:
             fail("interrupted", 130)
         except MemoryError:  # a model asking for more than this machine has (huge dims)
-            fail("out of memory: the model needs more memory than this machine has", 2)
+            fail(OUT_OF_MEMORY, 2)
         except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
             raise
         except Exception as e:  # a bug in taso-py: still one line, the traceback on request
+            if isinstance(e, ValueError) and "array is too big" in str(e):  # numpy: past the address space
+                fail(OUT_OF_MEMORY, 2)
             if os.environ.get("TASO_DEBUG"):
                 raise
             fail(f"internal error: {type(e).__name__}: {e} (set TASO_DEBUG=1 for the traceback)", 3)
+
+
+OUT_OF_MEMORY = "out of memory: the model needs more memory than this machine has"
 
 
 def fail(message: str, code: int) -> None:

@@ -13,7 +13,7 @@ import onnx.numpy_helper
 from taso_py.errors import AttrError
 from taso_py.ops.onnx_map import ExportContext, ExportNode, OnnxMapping
 from taso_py.ops.schema import Fusion, OpDef, int_tuple, set_attr
-from taso_py.ops.symbolic import Arith, ScalarDomain, SymShape, as_objects
+from taso_py.ops.symbolic import Arith, IntArith, ScalarDomain, SymShape, as_objects
 from taso_py.types import DType, TensorType
 
 
@@ -91,9 +91,11 @@ def constant(name: str, attrs: type, make: Callable[[object], np.ndarray],
     def sym_value(_xs: Sequence[np.ndarray], a: Any, D: ScalarDomain) -> tuple[np.ndarray, ...]:
         return (as_objects(exact(a) if exact else make(a).astype(np.int64), D),)
 
-    def shape(_in: Sequence[TensorType], a: object) -> tuple[TensorType, ...]:
-        value = make(a)
-        return (TensorType(value.shape, DType.of(value.dtype)),)
+    def shape(_in: Sequence[TensorType], a: Any) -> tuple[TensorType, ...]:
+        # from the shape rule, not the value: the search prices candidates of any size, and a
+        # damaged model's huge dim must not become an n x n array just to be measured
+        out, _ = sym_shape(a, IntArith())
+        return (TensorType(tuple(out), DType.of(a.dtype)),)
 
     def export(ctx: ExportContext, node: ExportNode) -> None:
         ctx.emit("Constant", [], node.outputs, value=onnx.numpy_helper.from_array(make(node.attrs)))
