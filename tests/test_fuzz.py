@@ -191,15 +191,16 @@ def test_generated_models_through_compile_and_run(tmp_path: Path) -> None:
 
 
 def test_ill_conditioned_compiled_outputs_pass_by_rounding(tmp_path: Path) -> None:
-    """Two cases a 5,000-case campaign called wrong (normwise 1.1e-4 and 3.0e-4 against ORT): an
-    output of large terms that nearly cancel, where ORT's float32 is itself 0.8e-4 and 1.9e-4 from
-    the graph in float64. Judged against that, ours is within 2x ORT's own error: ok, and said so."""
-    for seed in (44708, 45636):
+    """A case a 5,000-case campaign called wrong (normwise 3.0e-4 against ORT): an output of large
+    terms that nearly cancel, where ORT's float32 is itself 1.9e-4 from the graph in float64. Judged
+    against that, ours (1.05e-4) is within 2x ORT's own error: ok, and said so. Its companion, 44708,
+    is plainly within rtol since the layer norm's mean is summed in float64."""
+    for seed, by_rounding in ((45636, True), (44708, False)):
         case, result, work = generate(seed), fuzz.Result(seed), tmp_path / str(seed)
         work.mkdir()
         model = fuzz.check_optimize(case, work, LIBRARY, result)
         fuzz.check_compile(case, model, work, result)
-        assert result.compile == "ok" and result.compile_detail.startswith(fuzz.ROUNDING_NOTE), result
+        assert result.compile == "ok" and result.compile_detail.startswith(fuzz.ROUNDING_NOTE) == by_rounding, result
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")

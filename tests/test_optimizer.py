@@ -432,8 +432,11 @@ def test_every_corpus_model_optimizes_to_the_same_outputs(entry: corpus.CorpusMo
 def test_an_interrupted_optimize_writes_nothing(tmp_path: Path):
     model = tmp_path / "nasrnn.onnx"
     onnx.save(models.build("nasrnn", "small"), model)
+    # SIGINT at its default in the child: a test run started in the background of a non-interactive
+    # shell (`make test &`) inherits it ignored, and so would the child, running on to its timeout
     proc = subprocess.Popen([*TASO, "optimize", str(model), "--cost", "analytical", "--alpha", "2", "--budget",
-                             "100000", "--timeout", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "100000", "--timeout", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(6)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
