@@ -282,11 +282,12 @@ def test_valid_models_the_ten_thousand_case_run_refused_now_go_through(tmp_path:
     assert result.compile == "ok", result.compile_detail
 
 
-@pytest.mark.parametrize("seed", [41137, 42471, 51250, 53576, 53665, 54820, 85684])
+@pytest.mark.parametrize("seed", [41137, 42471, 51250, 53576, 53665, 54820, 85684, 90830])
 def test_damaged_files_the_campaigns_found_get_one_line(tmp_path: Path, seed: int) -> None:
     """Damaged bytes that ended in internal errors in `taso info`: an attribute of the wrong type, a
     weight of the wrong rank, a node left without outputs, names that are no longer UTF-8; and in
-    `taso optimize` (85684): a huge dim that the search's identity matrix materialized to be measured."""
+    `taso optimize` (85684): a huge dim that the search's identity matrix materialized to be measured;
+    a graph input name that protobuf handed over as bytes (90830, not UTF-8)."""
     case = generate(seed)
     result = fuzz.Result(seed)
     fuzz.check_mutation(case, tmp_path, result, with_compile=False)
