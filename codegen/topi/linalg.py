@@ -210,10 +210,12 @@ def schedule_matmul(s: Schedule, anchor: Tensor, outputs: Sequence[Tensor], cfg:
     rhs = _rhs_tensor(acc_st)
     constant_b = rhs is not None and isinstance(rhs.op, PlaceholderOp) and rhs.op.constant
     # the default register tile: rows dividing M x groups of 16 columns (see tiling.tile_shape)
-    b_batched = rhs is not None and math.prod(rhs.shape[:-2]) > 1  # each batch item reads its own B
-    rows, groups = tile_shape(m_ext, n_ext // LANES, LANES, lambda r, g: batch * (m_ext // r) * (n_ext // LANES // g),
-                              steps=k_ext, pad=False, b_rows=m_ext * (1 if b_batched else batch)) \
-        if n_ext % LANES == 0 else (1, 1)
+    rows, groups = 1, 1
+    if n_ext % LANES == 0:
+        b_batched = rhs is not None and math.prod(rhs.shape[:-2]) > 1  # each batch item reads its own B
+        rows, groups = tile_shape(m_ext, n_ext // LANES, LANES,
+                                  lambda r, g: batch * (m_ext // r) * (n_ext // LANES // g), steps=k_ext, pad=False,
+                                  b_rows=m_ext * (1 if b_batched else batch))
     # the largest divisors up to 16 rows / 64 columns: whole tiles for the micro-kernel, no tail to guard
     m_div, n_div = divisor(m_ext, 16), divisor(n_ext, 64)
     m_opts = tuple(sorted({1, 2, 4, 6, 8, 12, 16, m_div, rows}))

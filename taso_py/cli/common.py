@@ -20,6 +20,8 @@ from taso_py.runtime import DEFAULT_RTOL, Comparison, check_equivalent
 from taso_py.search.backtracking import Settings
 from taso_py.search.settings import EqsatSettings
 
+OUT_OF_MEMORY = "out of memory: the model needs more memory than this machine has"
+
 
 class TasoGroup(click.Group):
     """Turns every failure into one line on stderr and the CLI contract's exit code:
@@ -57,9 +59,6 @@ class TasoGroup(click.Group):
             if os.environ.get("TASO_DEBUG"):
                 raise
             fail(f"internal error: {type(e).__name__}: {e} (set TASO_DEBUG=1 for the traceback)", 3)
-
-
-OUT_OF_MEMORY = "out of memory: the model needs more memory than this machine has"
 
 
 def fail(message: str, code: int) -> None:

@@ -114,8 +114,6 @@ class _Translator:
 
     def run(self) -> Graph:
         for value in self.prepared.real_inputs():
-            if not isinstance(value.name, str):  # protobuf hands a proto2 string that is not UTF-8 over as bytes
-                raise InputError(f"graph input name {value.name!r} is not UTF-8: a damaged file?")
             t = type_of(value)
             if t.dtype is None:
                 dtype_of(value.type.tensor_type.elem_type, f"input {value.name!r}")

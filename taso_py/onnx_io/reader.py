@@ -231,10 +231,22 @@ def split_weights(model: onnx.ModelProto, path: Path | None) -> tuple[onnx.Model
     return skeleton, weights
 
 
+def check_names(graph: onnx.GraphProto) -> None:
+    """Every tensor name a str: protobuf hands a name that is not UTF-8 over as bytes (a damaged
+    file), which would surface later as an internal error wherever the name is printed or joined."""
+    values = [*graph.input, *graph.output, *graph.value_info]
+    names = [*(v.name for v in values), *(t.name for t in graph.initializer),
+             *(n for node in graph.node for n in (*node.input, *node.output))]
+    bad = next((n for n in names if not isinstance(n, str)), None)
+    if bad is not None:
+        raise InputError(f"tensor name {bad!r} is not UTF-8: a damaged file?")
+
+
 def prepare(source: str | Path | onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]] | None = None
             ) -> Prepared:
     """Read, check, upgrade and shape-infer a model; the input (file or proto) is never modified."""
     model, path = read_model(source)
+    check_names(model.graph)
     check_opset(model)
     if default_opset(model) < MIN_OPSET:
         model = upgrade(model)
