@@ -133,7 +133,8 @@ def criterion(rtol: float = DEFAULT_RTOL, atol: float = 0.0) -> str:
     """The equivalence criterion in words, as reports print it."""
     floor = f" (or max|a-b| <= {atol:g})" if atol else ""
     return (f"per output, max|a-b| / max|a| <= {rtol:g}{floor}, or, for an output that fails it, at most "
-            f"{ROUNDING_FACTOR:g}x the reference's own normwise error against the graph computed in float64; NaN/Inf "
+            f"{ROUNDING_FACTOR:g}x the reference's own normwise error against the graph computed in float64 (or within "
+            "the machine epsilon of a narrower float type, e.g. float16, it is computed through); NaN/Inf "
             "at the same positions; integer, bool and string outputs equal; shapes and dtypes equal")
 
 
@@ -149,6 +150,9 @@ class OutputError:
     fails whatever the tolerance (shape, dtype, NaN/Inf positions, integers differ), or is "".
     `truth` is (the reference's, the candidate's) normwise error against the float64 evaluation
     of the graph, for an output that failed rtol and was arbitrated (`arbitrate`), else None.
+    `floor` is the machine epsilon of the narrowest float type the output is computed through
+    (float16's 9.8e-4 after a cast to float16), set by `arbitrate`, else 0: such an output is
+    only determined to that precision (see `_precision_floors`).
     """
 
     name: str
@@ -158,6 +162,7 @@ class OutputError:
     worst_index: tuple[int, ...] | None = None
     problem: str = ""
     truth: tuple[float, float] | None = None
+    floor: float = 0.0
 
     def to_json(self) -> dict:
         return {"name": self.name, "max_abs_error": self.max_abs, "normwise_error": self.normwise,
@@ -165,7 +170,8 @@ class OutputError:
                 "worst_element": list(self.worst_index) if self.worst_index is not None else None,
                 "problem": self.problem or None,
                 "float64_normwise_error": None if self.truth is None else
-                {"reference": self.truth[0], "candidate": self.truth[1]}}
+                {"reference": self.truth[0], "candidate": self.truth[1]},
+                "precision_floor": self.floor or None}
 
 
 @dataclass(frozen=True)
@@ -200,7 +206,8 @@ class Comparison:
         verdict = "" if w.normwise <= self.rtol else f" > rtol {self.rtol:g}"
         truth = "" if w.truth is None else (
             f"; against the graph in float64: reference {w.truth[0]:.3g}, candidate {w.truth[1]:.3g}, "
-            f"{'within' if self.ok else 'over'} {ROUNDING_FACTOR:g}x the reference's")
+            f"{'within' if self.ok else 'over'} {ROUNDING_FACTOR:g}x the reference's"
+            + (f" or the precision floor {w.floor:.3g} of a narrower float type it is computed through" if w.floor else ""))
         return (f"output {w.name!r}: normwise error max|a-b| / max|a| {w.normwise:.3g}{verdict} (max abs error "
                 f"{w.max_abs:.3g}; worst element |a-b| / (|a| + tiny) {w.elementwise:.3g}{where}{truth})")
 
@@ -258,7 +265,7 @@ def _passes(e: OutputError, rtol: float, atol: float) -> bool:
         return False
     if e.normwise <= rtol or e.max_abs <= atol:
         return True
-    return e.truth is not None and e.truth[1] <= max(rtol, ROUNDING_FACTOR * e.truth[0])
+    return e.truth is not None and e.truth[1] <= max(rtol, e.floor, ROUNDING_FACTOR * e.truth[0])
 
 
 def _finite_errors(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float]:
@@ -283,7 +290,8 @@ def arbitrate(comparison: Comparison, truth: Callable[[], Graph], feed_sets: Seq
 
     An ill-conditioned output (large terms that nearly cancel) is far from the truth in ORT's
     float32 too: such an output passes if the candidate is at most ROUNDING_FACTOR times further
-    from the truth than the reference, or within rtol of it. Outputs with a `problem` and references
+    from the truth than the reference, or within rtol of it, or within the precision floor of an
+    output computed through a narrower float type (`_precision_floors`). Outputs with a `problem` and references
     that cannot be evaluated (nodes outside the algebra run in ORT in float32 there, see
     `graph.evaluate`) leave the verdict as it was.
     """
@@ -303,14 +311,43 @@ def arbitrate(comparison: Comparison, truth: Callable[[], Graph], feed_sets: Seq
         truths = [evaluate(graph, feeds, sorted(suspects), wide=True) for feeds in feed_sets]
     except (TasoError, ValueError, TypeError):  # a reference that does not take float64: no second look
         return comparison
+    floors = _precision_floors(graph, suspects)
     errors = []
     for e in comparison.outputs:
         if e.name in suspects and truths[0][e.name].dtype.kind == "f":
             ref = max(_finite_errors(t[e.name], r[e.name])[3] for t, r in zip(truths, references))
             cand = max(_finite_errors(t[e.name], c[e.name])[3] for t, c in zip(truths, candidates))
-            e = replace(e, truth=(ref, cand))
+            e = replace(e, truth=(ref, cand), floor=floors[e.name])
         errors.append(e)
     return _verdict(errors, comparison.rtol, comparison.atol, comparison.inputs)
+
+
+def _precision_floors(graph: Graph, names: Iterable[str]) -> dict[str, float]:
+    """Per named output, the machine epsilon of the narrowest float type among the tensors it is
+    computed from (0 when none is narrower than float32).
+
+    Rounding to such a type is a step function: where a float32 value sits within one float32 ulp
+    of a float16 rounding boundary, two correct float32 computations (ORT's and ours) round to
+    neighbouring float16 values, and the float64 truth, which rounds the same way as one of them,
+    cannot tell which is right (fuzz case 91900). Downstream of that step an output is determined
+    to the narrow type's precision, not to rtol."""
+    f32 = float(np.finfo(np.float32).eps)
+    by_ref = {ref: name for name, ref in zip(graph.output_names, graph.outputs) if name in set(names)}
+    floors = dict.fromkeys(by_ref.values(), 0.0)
+    for ref, name in by_ref.items():
+        seen, stack = set(), [ref.node]
+        while stack:
+            node = graph.node(stack.pop())
+            for t in node.types:
+                if t.dtype is not None and t.dtype.is_float:
+                    eps = float(np.finfo(t.dtype.numpy).eps)
+                    if eps > f32:
+                        floors[name] = max(floors[name], eps)
+            for r in node.inputs:
+                if r.node not in seen:
+                    seen.add(r.node)
+                    stack.append(r.node)
+    return floors
 
 
 def _worse(e: OutputError, other: OutputError) -> OutputError:

@@ -29,6 +29,7 @@ from taso_py.runtime import (
     compare_outputs,
     random_feeds,
 )
+from taso_py.runtime import run as ort_run
 from taso_py.search.backtracking import Settings
 from taso_py.types import DType, TensorType
 
@@ -167,6 +168,44 @@ def test_the_float64_second_look_runs_nodes_outside_the_algebra_in_ort(tmp_path:
     judged = check_equivalent(tmp_path / "ref.onnx", tmp_path / "exact.onnx", exact.graph,
                               truth=lambda: load_model(tmp_path / "ref.onnx").graph)
     assert judged.ok and judged.worst.truth is not None and judged.worst.truth[1] < 1e-6
+
+
+def test_an_output_computed_through_float16_is_judged_at_float16_precision(tmp_path: Path) -> None:
+    """Fuzz case 91900: y = float(half(x * w)). Where x * w sits within one float32 ulp of a float16
+    rounding boundary, two correct float32 products round to neighbouring float16 values; the float64
+    truth rounds like one of them, so the other is one float16 ulp (up to 9.8e-4) off. Such an output
+    is judged at float16's precision; a larger error, or the same one without the cast, still fails."""
+    n = 4096
+    nodes = [helper.make_node("Mul", ["x", "w"], ["m"]), helper.make_node("Cast", ["m"], ["h"], to=TensorProto.FLOAT16),
+             helper.make_node("Cast", ["h"], ["y"], to=TensorProto.FLOAT)]
+    w = numpy_helper.from_array(np.full(n, 3.0, np.float32), "w")
+    graph = helper.make_graph(nodes, "half", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])], [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "ref.onnx")
+    feeds = {"x": np.random.default_rng(0).standard_normal(n).astype(np.float32)}
+    reference = ort_run(tmp_path / "ref.onnx", feeds)
+    top = int(np.argmax(np.abs(reference["y"])))
+    truth = lambda: load_model(tmp_path / "ref.onnx").graph  # noqa: E731
+
+    def judged(y: np.ndarray):
+        return compare_outputs(reference, {"y": y}, truth=truth, feeds=feeds)
+
+    flipped = reference["y"].copy()
+    flipped[top] = np.nextafter(flipped[top].astype(np.float16), np.float16(np.inf)).astype(np.float32)
+    result = judged(flipped)
+    assert result.ok and result.worst.floor == float(np.finfo(np.float16).eps), result.describe()
+    assert "precision floor" in result.describe()
+    wrong = reference["y"].copy()
+    wrong[top] *= 1.01
+    assert not judged(wrong).ok
+    # the same float16-ulp error on an output with no float16 in it fails
+    save_model(_plus_constant_1d(n, np.zeros(n, np.float32)), tmp_path / "plain.onnx")
+    plain = ort_run(tmp_path / "plain.onnx", feeds)
+    bumped = plain["y"].copy()
+    bumped[top] = flipped[top] / reference["y"][top] * bumped[top]
+    result = compare_outputs(plain, {"y": bumped}, truth=lambda: load_model(tmp_path / "plain.onnx").graph,
+                             feeds=feeds)
+    assert not result.ok and result.worst.floor == 0.0
 
 
 def _plus_constant_1d(n: int, value: np.ndarray) -> OnnxModel:

@@ -203,6 +203,14 @@ def test_ill_conditioned_compiled_outputs_pass_by_rounding(tmp_path: Path) -> No
         assert result.compile == "ok" and result.compile_detail.startswith(fuzz.ROUNDING_NOTE) == by_rounding, result
 
 
+
+def test_a_float16_cast_flipped_by_one_float32_ulp_passes_through_the_cli() -> None:
+    """Fuzz case 91900: `Cast(Cast(conv, float16), float32)`, our conv one float32 ulp from ORT's where
+    a value sits on a float16 rounding boundary, so the cast and what follows came out one float16
+    ulp (2.8e-4 normwise) apart and `taso run --check` said wrong. Judged at float16's precision now."""
+    result = fuzz.run_case(91900, LIBRARY, with_compile=True, with_mutation=False, with_subprocess=True)
+    assert (result.optimize, result.compile, result.cli) == ("ok", "ok", "ok"), result
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_generated_models_through_cuda(tmp_path: Path) -> None:
     """`--target cuda` (on the CPU emulation without a GPU): seeds whose modules read past the run
