@@ -7,6 +7,7 @@ import math
 import os
 import statistics
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -17,12 +18,15 @@ import onnx
 from taso_py.errors import InputError, TasoError, first_line
 from taso_py.graph import Graph
 from taso_py.ort import session
+from taso_py.types import TensorType
 
 INF = float("inf")
 
 
 def random_feeds(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded inputs for every graph input (see random_arrays)."""
+    """Seeded inputs for every graph input (see random_arrays), for a graph that fits in memory
+    (`check_memory`)."""
+    check_memory(graph)
     return random_arrays([(n.attrs.name, n.attrs.type.shape, n.attrs.type.dtype.numpy) for n in graph.inputs], seed)
 
 
@@ -36,6 +40,41 @@ def available_memory() -> int:
     except OSError:
         pass
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
+def check_memory(graph: Graph) -> None:
+    """Refuse (InputError) a model whose tensors, live at once as a run in topological order keeps
+    them, need more memory than is available: ONNX Runtime would allocate them for the check, the
+    kernel overcommits, and the process is killed with no error to report (fuzz case 102850: a
+    flipped bit in a Pad's sizes made 33 GiB of outputs on a 23 GiB machine). A lower bound of what
+    ORT needs: it also frees a tensor after its last reader, and keeps weights and outputs."""
+    order = [n for n in graph.topo_order() if n.id in graph.live_ids()]
+    readers = Counter(r for n in order for r in dict.fromkeys(n.inputs))
+    kept = set(graph.outputs) | {r for n in order if n.op.name == "weight" for r in n.outputs}
+
+    def size(t: TensorType) -> int:
+        return math.prod(t.shape) * t.dtype.numpy.itemsize if t.shape is not None and t.dtype is not None else 0
+
+    live = peak = 0
+    worst = ""
+    for node in order:
+        live += sum(size(t) for t in node.types)
+        if live > peak:
+            peak, worst = live, f"{node.names[0]!r} ({node.types[0]})"
+        for r in dict.fromkeys(node.inputs):
+            readers[r] -= 1
+        for r in [*dict.fromkeys(node.inputs), *node.outputs]:  # last read now, or never read
+            if readers[r] == 0 and r not in kept:
+                live -= size(graph.type(r))
+    available = available_memory()
+    if peak > available:
+        raise InputError(f"running the model needs {_gib(peak)} at once (at tensor {worst}), more than "
+                         f"the {_gib(available)} of memory available; check its shapes and constants, "
+                         "or give smaller input shapes with --input-shape")
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:,.1f} GiB" if n >= 2**30 else f"{n / 2**20:,.2f} MiB"
 
 
 def random_arrays(specs: Iterable[tuple[str, Sequence[int], np.dtype]], seed: int = 0) -> dict[str, np.ndarray]:
@@ -207,7 +246,8 @@ class Comparison:
         truth = "" if w.truth is None else (
             f"; against the graph in float64: reference {w.truth[0]:.3g}, candidate {w.truth[1]:.3g}, "
             f"{'within' if self.ok else 'over'} {ROUNDING_FACTOR:g}x the reference's"
-            + (f" or the precision floor {w.floor:.3g} of a narrower float type it is computed through" if w.floor else ""))
+            + (f" or the precision floor {w.floor:.3g} of a narrower float type it is computed through"
+               if w.floor else ""))
         return (f"output {w.name!r}: normwise error max|a-b| / max|a| {w.normwise:.3g}{verdict} (max abs error "
                 f"{w.max_abs:.3g}; worst element |a-b| / (|a| + tiny) {w.elementwise:.3g}{where}{truth})")
 

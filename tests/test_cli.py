@@ -287,10 +287,34 @@ def test_inputs_that_do_not_fit_in_memory_are_refused_before_allocating(
     float64 for the check; the kernel overcommits, so the process was killed instead of refusing."""
     import taso_py.runtime
 
-    monkeypatch.setattr(taso_py.runtime, "available_memory", lambda: 1 << 30)
+    # the model itself (the input and the sum, 2 GiB) fits; its float64 draw does not
+    monkeypatch.setattr(taso_py.runtime, "available_memory", lambda: 5 << 29)
     path = tmp_path / "m.onnx"
     onnx.save(_add_model(numpy_helper.from_array(np.ones(1, np.float32), "w"), [1 << 27, 2]), str(path))
     result = CliRunner().invoke(main, [command, str(path), "-o", str(tmp_path / "out")])
     assert result.exit_code == 2, result.output
-    assert "random inputs for the check need 3.0 GiB, more than the 1.0 GiB of memory available" in result.output
+    assert "random inputs for the check need 3.0 GiB, more than the 2.5 GiB of memory available" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", ["optimize", "compile"])
+def test_a_model_whose_tensors_do_not_fit_at_once_is_refused_before_running(
+        tmp_path: Path, command: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fuzz case 102850: a flipped bit in a Pad's sizes made outputs of 31 GiB in all, each smaller
+    than the memory; ORT allocated them for the check and the kernel killed the process. Here four
+    outputs of 256 KiB each, live at once, against 1 MiB."""
+    import taso_py.runtime
+
+    monkeypatch.setattr(taso_py.runtime, "available_memory", lambda: 1 << 20)
+    ops_ = ["Relu", "Exp", "Neg", "Abs"]
+    nodes = [helper.make_node(op, ["x"], [f"y{i}"]) for i, op in enumerate(ops_)]
+    graph = helper.make_graph(nodes, "four", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [256, 256])],
+                              [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [256, 256])
+                               for i in range(len(ops_))])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    result = CliRunner().invoke(main, [command, str(path), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert "running the model needs 1.25 MiB at once (at tensor 'y3' (f32[256,256])), more than the 1.00 MiB" \
+        in result.output
     assert not (tmp_path / "out").exists()
