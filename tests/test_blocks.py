@@ -38,15 +38,7 @@ def test_every_block_names_its_merge():
     assert MERGED.keys() == BLOCKS.keys()
 
 
-EQSAT_MISSES = pytest.mark.xfail(strict=True, reason=(
-    "issue 21, open: identity rules make the e-graph one strongly connected set of classes, and the "
-    "exact extraction with Tensat's acyclicity constraints finds no solution in its 5 s; greedy "
-    "extraction cannot see that a merge pays"))
-
-
-@pytest.mark.parametrize(("name", "search"), [
-    pytest.param(n, s, marks=EQSAT_MISSES) if (n, s) == ("lstm_gates", "eqsat") else (n, s)
-    for n in BLOCKS for s in ("backtrack", "eqsat")])
+@pytest.mark.parametrize(("name", "search"), [(n, s) for n in BLOCKS for s in ("backtrack", "eqsat")])
 def test_the_shipped_library_merges_each_block(name: str, search: str):
     """Both searches find the block's merge (equality saturation through its exact extraction)."""
     source = BLOCKS[name]()

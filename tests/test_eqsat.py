@@ -8,6 +8,7 @@ destination with it, extraction never builds a cycle, and random small graphs ke
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,7 +20,7 @@ from taso_py.library.syntax import parse_rule
 from taso_py.optimizer import directed_rules
 from taso_py.search import eqsat
 from taso_py.search.egraph import EGraph, ENode, Snapshot
-from taso_py.search.extract import _dag_cost, _node_costs, constant_classes, greedy, ilp
+from taso_py.search.extract import Choice, _node_costs, ages, break_cycles, constant_classes, greedy, ilp
 from taso_py.search.settings import EqsatSettings
 from taso_py.types import TensorType
 from taso_py.verifier.encoding import encode_rule
@@ -40,6 +41,20 @@ def _source_graph(rule) -> tuple[Graph, list] | None:
             if made is not None:
                 return made
     return None
+
+
+def _dag_cost(choice: Choice, cost: Mapping[tuple[int, ENode], float], roots: list[int]) -> float:
+    """What a choice costs as a graph: each chosen node reachable from the roots counted once."""
+    seen: set[int] = set()
+    stack = list(roots)
+    total = 0.0
+    while stack:
+        c = stack.pop()
+        if c not in seen:
+            seen.add(c)
+            total += cost[(c, choice[c])]
+            stack.extend(choice[c].children)
+    return total
 
 
 @pytest.mark.parametrize("index", range(0, len(RULES), 7))
@@ -105,8 +120,28 @@ def test_both_extractors_on_a_hand_made_cyclic_egraph():
     x, f, gg, h = ENode("input", 0, ()), ENode("f", 0, (1,)), ENode("g", 0, (0,)), ENode("h", 0, (1,))
     snap = Snapshot({}, {}, {0: [f, x], 1: [gg], 2: [h]})
     cost = {(0, x): 0.0, (0, f): 0.0, (1, gg): 1.0, (2, h): 1.0}
-    for choice in (greedy(snap, cost), ilp(snap, cost, [2], 5.0)):
+    for choice in (greedy(snap, cost), ilp(break_cycles(snap.nodes, [2], {}), cost, [2], 5.0)):
         assert choice is not None and choice[0] == x and choice[1] == gg and choice[2] == h
+
+
+def test_breaking_cycles_drops_the_newest_node_of_each():
+    """NasRNN's merge cycle: m = {matmul(x, k), concat(a, b)} (the concat unioned in later), a = {matmul
+    (x, k1), split(m)[0]}: the concat goes, the merge's projection stays, and a program over what is
+    left (free concat and split, as if the cycle were a free lunch) can only choose the merged matmul."""
+    x, k, k1, b = (ENode("input", i, ()) for i in range(4))
+    merged, concat = ENode("matmul", 0, (10, 11)), ENode("concat", 0, (0, 3))
+    a_own, a_split, split = ENode("matmul", 0, (10, 12)), ENode("P", -1, (2,), 0), ENode("split", 0, (1,))
+    nodes = {0: [a_own, a_split], 1: [merged, concat], 2: [split], 3: [b], 10: [x], 11: [k], 12: [k1], 4: [
+        ENode("add", 0, (0, 1))]}
+    age = {(0, a_own): 0, (1, merged): 5, (0, a_split): 6, (2, split): 7, (1, concat): 9}
+    kept = break_cycles(nodes, [4], age)
+    assert concat not in kept[1] and kept[0] == [a_own, a_split] and kept[1] == [merged]
+    cost = {(c, n): 0.0 if n.op in ("input", "P", "split", "concat") else 1.0 for c, ns in nodes.items() for n in ns}
+    choice = ilp(kept, cost, [4], 5.0)
+    assert choice is not None and choice[1] == merged and _dag_cost(choice, cost, [4]) == pytest.approx(2.0)
+    # the same program without the filter takes the free lunch: a cycle
+    lunch = ilp(nodes, cost, [4], 5.0)
+    assert lunch is not None and lunch[1] == concat and lunch[0] == a_split
 
 
 def test_merges_are_found_and_paid_for_only_by_the_exact_extraction():
@@ -130,7 +165,7 @@ def test_merges_are_found_and_paid_for_only_by_the_exact_extraction():
         cost = _node_costs(eg, snap, constant_classes(eg, snap), OpCount())
         roots = [snap.class_of[tensors[ref]] for ref in outs]
         tree = greedy(snap, cost)
-        exact = ilp(snap, cost, roots, 5.0)
+        exact = ilp(break_cycles(snap.nodes, roots, ages(eg, snap)), cost, roots, 5.0)
         assert _dag_cost(tree, cost, roots) == pytest.approx(2.0)
         assert exact is not None and _dag_cost(exact, cost, roots) == pytest.approx(1.1)
     finally:
@@ -153,6 +188,19 @@ def test_node_limit_stops_saturation_and_still_extracts():
     assert best.stopped == "node limit" and best.cost <= 4.0
     _same_outputs(g, best.graph)
 
+
+def test_a_round_merges_pairs_and_the_next_merges_the_pairs():
+    """Four matmuls of one input: a merged matmul never merges again in its own round (else every
+    subset of the siblings would be in the e-graph), so one round leaves two and a second one."""
+    g, r = _graph({f"w{i}": (8, 8) for i in range(4)}, {"x": (2, 8)})
+    outs = [g.add("matmul", [r["x"], r[f"w{i}"]])[0] for i in range(4)]
+    g.set_outputs(outs, [f"y{i}" for i in range(4)])
+    counts = []
+    for rounds in (1, 2):
+        best = eqsat.search(g, RULES, OpCount(), EqsatSettings(rounds=rounds, timeout=60))
+        counts.append(sum(n.op.name == "matmul" for n in best.graph.nodes.values()))
+        _same_outputs(g, best.graph)
+    assert counts == [2, 1]
 
 def test_a_pick_of_a_split_is_a_tensor_class():
     """Sanity of the encoding the patterns rely on: a split's outputs are picks of one tuple class."""
