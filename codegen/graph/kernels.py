@@ -111,7 +111,8 @@ class KernelBuilder:
         key = name if lay == layout.PLAIN else f"{name}@nchw{lay}c"
         if key not in self.buffers:
             t = g.type(ref)
-            if not fallback.held_in_arena(t) and ref.node not in g.input_ids:  # a region's output: the runtime holds it
+            # a region's output: the runtime holds it (a weight is no region's, even when empty: fuzz 110820)
+            if not fallback.held_in_arena(t) and ref.node not in g.input_ids and g.weight(ref) is None:
                 self.buffers[key] = Buffer(key, (), t.dtype.value if t.dtype else "", "dynamic")
                 return key
             shape = tuple(t.shape) if lay == layout.PLAIN else layout.blocked_shape(t.shape, lay,
