@@ -46,9 +46,10 @@ def check_memory(graph: Graph) -> None:
     """Refuse (InputError) a model whose tensors, live at once as a run in topological order keeps
     them, need more memory than is available: ONNX Runtime would allocate them for the check, the
     kernel overcommits, and the process is killed with no error to report (fuzz case 102850: a
-    flipped bit in a Pad's sizes made 33 GiB of outputs on a 23 GiB machine). A lower bound of what
+    flipped bit in a Pad's sizes made 31 GiB of outputs on a 23 GiB machine). A lower bound of what
     ORT needs: it also frees a tensor after its last reader, and keeps weights and outputs."""
-    order = [n for n in graph.topo_order() if n.id in graph.live_ids()]
+    live_ids = graph.live_ids()
+    order = [n for n in graph.topo_order() if n.id in live_ids]
     readers = Counter(r for n in order for r in dict.fromkeys(n.inputs))
     kept = set(graph.outputs) | {r for n in order if n.op.name == "weight" for r in n.outputs}
 
