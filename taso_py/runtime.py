@@ -373,9 +373,12 @@ def _precision_floors(graph: Graph, names: Iterable[str]) -> dict[str, float]:
     cannot tell which is right (fuzz case 91900). Downstream of that step an output is determined
     to the narrow type's precision, not to rtol."""
     f32 = float(np.finfo(np.float32).eps)
-    by_ref = {ref: name for name, ref in zip(graph.output_names, graph.outputs) if name in set(names)}
-    floors = dict.fromkeys(by_ref.values(), 0.0)
-    for ref, name in by_ref.items():
+    wanted = set(names)
+    floors: dict[str, float] = {}
+    for name, ref in zip(graph.output_names, graph.outputs):  # two names may share a tensor
+        if name not in wanted:
+            continue
+        floors[name] = 0.0
         seen, stack = set(), [ref.node]
         while stack:
             node = graph.node(stack.pop())

@@ -174,21 +174,22 @@ def test_an_output_computed_through_float16_is_judged_at_float16_precision(tmp_p
     """Fuzz case 91900: y = float(half(x * w)). Where x * w sits within one float32 ulp of a float16
     rounding boundary, two correct float32 products round to neighbouring float16 values; the float64
     truth rounds like one of them, so the other is one float16 ulp (up to 9.8e-4) off. Such an output
-    is judged at float16's precision; a larger error, or the same one without the cast, still fails."""
+    is judged at float16's precision (also under a second name of the same tensor, which once ended
+    in a KeyError); a larger error, or the same one without the cast, still fails."""
     n = 4096
     nodes = [helper.make_node("Mul", ["x", "w"], ["m"]), helper.make_node("Cast", ["m"], ["h"], to=TensorProto.FLOAT16),
-             helper.make_node("Cast", ["h"], ["y"], to=TensorProto.FLOAT)]
+             helper.make_node("Cast", ["h"], ["y"], to=TensorProto.FLOAT), helper.make_node("Identity", ["y"], ["y2"])]
     w = numpy_helper.from_array(np.full(n, 3.0, np.float32), "w")
     graph = helper.make_graph(nodes, "half", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])], [w])
+                              [helper.make_tensor_value_info(y, TensorProto.FLOAT, [n]) for y in ("y", "y2")], [w])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "ref.onnx")
     feeds = {"x": np.random.default_rng(0).standard_normal(n).astype(np.float32)}
     reference = ort_run(tmp_path / "ref.onnx", feeds)
     top = int(np.argmax(np.abs(reference["y"])))
     truth = lambda: load_model(tmp_path / "ref.onnx").graph  # noqa: E731
 
-    def judged(y: np.ndarray):
-        return compare_outputs(reference, {"y": y}, truth=truth, feeds=feeds)
+    def judged(y: np.ndarray):  # y2 is the same tensor under a second name
+        return compare_outputs(reference, {"y": y, "y2": y}, truth=truth, feeds=feeds)
 
     flipped = reference["y"].copy()
     flipped[top] = np.nextafter(flipped[top].astype(np.float16), np.float16(np.inf)).astype(np.float32)
