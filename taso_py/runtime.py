@@ -62,9 +62,10 @@ def check_memory(graph: Graph) -> None:
         live += sum(size(t) for t in node.types)
         if live > peak:
             peak, worst = live, f"{node.names[0]!r} ({node.types[0]})"
-        for r in dict.fromkeys(node.inputs):
+        inputs = dict.fromkeys(node.inputs)
+        for r in inputs:
             readers[r] -= 1
-        for r in [*dict.fromkeys(node.inputs), *node.outputs]:  # last read now, or never read
+        for r in [*inputs, *node.outputs]:  # last read now, or never read
             if readers[r] == 0 and r not in kept:
                 live -= size(graph.type(r))
     available = available_memory()
@@ -373,25 +374,16 @@ def _precision_floors(graph: Graph, names: Iterable[str]) -> dict[str, float]:
     cannot tell which is right (fuzz case 91900). Downstream of that step an output is determined
     to the narrow type's precision, not to rtol."""
     f32 = float(np.finfo(np.float32).eps)
+
+    def eps(t: TensorType) -> float:
+        e = float(np.finfo(t.dtype.numpy).eps) if t.dtype is not None and t.dtype.is_float else 0.0
+        return e if e > f32 else 0.0
+
+    floor: dict[int, float] = {}  # node id -> the floor of what it computes, in one topological pass
+    for node in graph.topo_order():
+        floor[node.id] = max([*(eps(t) for t in node.types), *(floor[r.node] for r in node.inputs), 0.0])
     wanted = set(names)
-    floors: dict[str, float] = {}
-    for name, ref in zip(graph.output_names, graph.outputs):  # two names may share a tensor
-        if name not in wanted:
-            continue
-        floors[name] = 0.0
-        seen, stack = set(), [ref.node]
-        while stack:
-            node = graph.node(stack.pop())
-            for t in node.types:
-                if t.dtype is not None and t.dtype.is_float:
-                    eps = float(np.finfo(t.dtype.numpy).eps)
-                    if eps > f32:
-                        floors[name] = max(floors[name], eps)
-            for r in node.inputs:
-                if r.node not in seen:
-                    seen.add(r.node)
-                    stack.append(r.node)
-    return floors
+    return {name: floor[ref.node] for name, ref in zip(graph.output_names, graph.outputs) if name in wanted}
 
 
 def _worse(e: OutputError, other: OutputError) -> OutputError:

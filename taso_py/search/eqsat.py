@@ -99,24 +99,23 @@ def search(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: Eqsa
         if time.perf_counter() - started > settings.timeout:
             out.stopped = "timeout"
             break
-        best, cost, applied, snap_size, iterations, stopped, matches = _round(out.graph, rules, model, settings,
-                                                                              started, progress)
-        sizes.append(snap_size)
-        out.expanded, out.matches = out.expanded + iterations, out.matches + matches
-        out.history.append((time.perf_counter() - started, min(cost, out.cost)))
-        if cost >= out.cost * (1 - 1e-9):  # no gain beyond float rounding: keep the graph as it was
-            out.stopped = stopped
+        r = _round(out.graph, out.cost, rules, model, settings, started, progress)
+        sizes.append(r.generated)
+        out.expanded, out.matches = out.expanded + r.expanded, out.matches + r.matches
+        out.history.append((time.perf_counter() - started, min(r.cost, out.cost)))
+        out.stopped = r.stopped
+        if r.cost >= out.cost * (1 - 1e-9):  # no gain beyond float rounding: keep the graph as it was
             break
-        out.graph, out.cost, out.applied, out.stopped = best, cost, out.applied + applied, stopped
+        out.graph, out.cost, out.applied = r.graph, r.cost, out.applied + r.applied
     out.generated = max(sizes, default=0)
     out.seconds = time.perf_counter() - started
     return out
 
 
-def _round(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: EqsatSettings, started: float,
-           progress: Callable[[int, float], None] | None) -> tuple[Graph, float, list[int], int, int, str, int]:
-    """One saturation of `graph` and its extraction: (graph, cost, rules used, e-nodes, iterations,
-    why saturation stopped, matches)."""
+def _round(graph: Graph, cost0: float, rules: Sequence[Rule], model: CostModel, settings: EqsatSettings,
+           started: float, progress: Callable[[int, float], None] | None) -> Outcome:
+    """One saturation of `graph` (of cost `cost0`) and its extraction (`expanded`: its iterations,
+    `generated`: its e-nodes)."""
     arity = max([len(n.inputs) for n in graph.nodes.values()] + [len(t.args) for r in rules
                                                                    for t in _applies(r)] + [2])
     eg = EGraph(arity)
@@ -153,8 +152,8 @@ def _round(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: Eqsa
         best, cost, used = extract(graph, eg, snap, loaded, tensors, model, settings.ilp_timeout)
     finally:
         eg.close()
-    applied = [saturation.origin[h] for h in used if h in saturation.origin]
-    return best, cost, applied, snap.size, iterations, stopped, saturation.matches
+    return Outcome(best, cost, cost0, [saturation.origin[h] for h in used if h in saturation.origin],
+                   expanded=iterations, generated=snap.size, stopped=stopped, matches=saturation.matches)
 
 
 def _applies(rule: Rule) -> list[Apply]:
