@@ -53,8 +53,15 @@ __device__ __forceinline__ int32_t fdiv_i32(int32_t a, int32_t b) {
 __device__ __forceinline__ int32_t fmod_i32(int32_t a, int32_t b) {
   int32_t r = a % b; return r + ((r != 0) & ((r < 0) != (b < 0))) * b; }
 """
-PRELUDE_TAIL = r"""#define MIN(a, b) ((a) < (b) ? (a) : (b))
-#define MAX(a, b) ((a) > (b) ? (a) : (b))
+# MIN and MAX are functions, not the C backend's macros: `a > b ? a : b` over two loads lets nvcc load
+# once from a select of the two addresses through the read-only cache (ld.global.nc), which returns a
+# stale value when one operand is an accumulator the kernel itself writes (a reduction's output in
+# global memory; wrong maxima on an H200). A function loads each operand once, then selects values;
+# its type is the conditional's over values (a prvalue: over the parameters it would be a reference).
+PRELUDE_TAIL = r"""template <class A, class B>
+__device__ __forceinline__ auto MIN(A a, B b) -> decltype(true ? A() : B()) { return a < b ? a : b; }
+template <class A, class B>
+__device__ __forceinline__ auto MAX(A a, B b) -> decltype(true ? A() : B()) { return a > b ? a : b; }
 #ifndef TASO_LAUNCH
 #define TASO_LAUNCH(kernel, grid, block, ...) kernel<<<grid, block>>>(__VA_ARGS__)
 #endif
