@@ -144,6 +144,32 @@ def test_breaking_cycles_drops_the_newest_node_of_each():
     assert lunch is not None and lunch[1] == concat and lunch[0] == a_split
 
 
+def test_a_snapshot_holds_the_matches_found_since_the_last_one():
+    """Match relations are emptied once read; a match comes back only when a new fact takes part."""
+    g, r = _graph({"k1": (16, 8)}, {"x": (4, 16), "z": (4, 16)})
+    (y,) = g.add("relu", [g.add("matmul", [r["x"], r["k1"]])[0]])
+    g.set_outputs([y], ["y"])
+    rule = parse_rule("relu(matmul(a, b)) == relu(matmul(a, b))")
+    eg = EGraph(4)
+    try:
+        _, tensors = eqsat._load(eg, g)
+        p = eqsat.compile_rule(0, rule)
+        eg.add_query(p.name, p.columns, p.sorts, p.atoms)
+        eg.flush()
+        eg.match(merges=False)
+        first = eg.snapshot().rows[p.name]
+        eg.match(merges=False)
+        assert first and eg.snapshot().rows[p.name] == []  # nothing new: nothing read again
+        t = TensorType((4, 8))
+        product = eg.node("matmul", eg.intern("matmul", None), [tensors[r["z"]], tensors[r["k1"]]], [t])
+        eg.node("relu", eg.intern("relu", None), [product], [t])
+        eg.flush()
+        eg.match(merges=False)
+        assert len(eg.snapshot().rows[p.name]) == len(first)  # the new product's own match
+    finally:
+        eg.close()
+
+
 def test_merges_are_found_and_paid_for_only_by_the_exact_extraction():
     """Tree cost counts the merged matmul once per projection, so greedy keeps the two matmuls; the
     integer program counts it once and merges (OpCount: 2 matmuls = 2, merged = 1 + split 0.1)."""
