@@ -9,7 +9,7 @@ prices a plan from that before paying for a copy of the graph; `apply` then buil
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +52,7 @@ def plan(graph: Graph, rule: Rule, match: Match, users: Mapping[int, list[Node]]
     for root, out in zip(match.roots, outputs):
         if builder.type(out) != graph.type(root):
             return None
-    if len(match.roots) > 1 and _creates_cycle(graph, match, builder.read):
+    if creates_cycle(graph, match, builder.read):
         return None
     return Plan(match, tuple(builder.new), outputs, _dead(graph, match, users, builder.read),
                 frozenset(builder.read))
@@ -154,9 +154,11 @@ def _dead(graph: Graph, match: Match, users: Mapping[int, list[Node]], read: set
     return frozenset(dead)
 
 
-def _creates_cycle(graph: Graph, match: Match, read: set[int]) -> bool:
+def creates_cycle(graph: Graph, match: Match, read: Iterable[int]) -> bool:
     """Whether a tensor the destination reads depends on a source root (possible with several
-    source terms: one term's variable may be computed from another term's output)."""
+    source terms only: one term's variable may be computed from another term's output)."""
+    if len(match.roots) < 2:
+        return False
     roots = {r.node for r in match.roots}
     seen: set[int] = set()
     stack = list(read)

@@ -31,7 +31,7 @@ from taso_py.graph.ir import Graph, Node
 from taso_py.graph.normalize import flatten_splits
 from taso_py.library.terms import Rule
 from taso_py.match.matcher import Matcher
-from taso_py.match.rewrite import Plan, apply, plan
+from taso_py.match.rewrite import Plan, apply, creates_cycle, plan
 
 
 @dataclass
@@ -130,7 +130,8 @@ class _Planner:
     """Plans for every match of a graph, reusing those of earlier graphs where nothing they depend
     on changed: the matched nodes, their readers and which of their tensors are graph outputs
     (all three decide what dies: an earlier rewrite may have made a matched tensor a graph
-    output), and the existing nodes the destination reads. (A plan reused this way may miss an
+    output), and the existing nodes the destination reads; a merge's acyclicity is checked again,
+    since it depends on all their ancestors. (A plan reused this way may miss an
     equal node that appeared since, and build a duplicate: a worse rewrite, never a wrong one.)"""
 
     def __init__(self, matcher: Matcher) -> None:
@@ -147,6 +148,10 @@ class _Planner:
             hit = self._cache.get(key)
             if hit is not None and all(g.nodes.get(n.id) is n for n in hit[0]):
                 p = hit[1]
+                # the nodes it reads are unchanged, but what they are computed from may not be: a
+                # merge whose input came to depend on one of its roots would close a cycle (fuzz 144101)
+                if p is not None and creates_cycle(g, m, p.read):
+                    continue
             else:
                 p = plan(g, self.matcher.rules[m.rule], m, users)
                 read = p.read if p is not None else {r.node for r in m.tensors.values()}
