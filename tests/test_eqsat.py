@@ -8,6 +8,7 @@ destination with it, extraction never builds a cycle, and random small graphs ke
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Mapping
 
 import pytest
@@ -227,6 +228,20 @@ def test_a_round_merges_pairs_and_the_next_merges_the_pairs():
         counts.append(sum(n.op.name == "matmul" for n in best.graph.nodes.values()))
         _same_outputs(g, best.graph)
     assert counts == [2, 1]
+
+
+def test_a_round_starts_only_when_the_time_left_fits_another(monkeypatch):
+    """Rounds of 0.4 s under a 1 s bound: two run, a third would end past it and is not started."""
+    g, r = _graph({"w": (8, 8)}, {"x": (2, 8)})
+    g.set_outputs([g.add("matmul", [r["x"], r["w"]])[0]], ["y"])
+
+    def a_round(graph, cost0, rules, model, settings, started, progress):
+        time.sleep(0.4)
+        return eqsat.Outcome(graph, cost0 * 0.9, cost0, [], stopped="saturated")
+
+    monkeypatch.setattr(eqsat, "_round", a_round)
+    best = eqsat.search(g, RULES, OpCount(), EqsatSettings(rounds=4, timeout=1.0))
+    assert len(best.history) == 2 and best.stopped == "timeout" and best.seconds < 1.0
 
 def test_a_pick_of_a_split_is_a_tensor_class():
     """Sanity of the encoding the patterns rely on: a split's outputs are picks of one tuple class."""

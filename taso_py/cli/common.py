@@ -101,7 +101,7 @@ def search_option(f: Callable) -> Callable:
 def search_settings(search: str, alpha: float = 1.05, budget: int = 1000, timeout: float = 30.0, seed: int = 0
                     ) -> Settings | EqsatSettings:
     """The settings that choose the search (`optimizer.optimize` dispatches on their type); for eqsat,
-    `timeout` caps its saturation bound."""
+    `timeout` caps its time bound (saturation and extraction)."""
     if search == "eqsat":
         return EqsatSettings(timeout=min(timeout, EqsatSettings.timeout))
     return Settings(alpha, budget, timeout, seed)

@@ -82,24 +82,32 @@ def compile_rule(i: int, rule: Rule) -> _Pattern:
     return p
 
 
+MIN_ILP_SECONDS = 1.0
+
+
 def search(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: EqsatSettings | None = None,
            progress: Callable[[int, float], None] | None = None) -> Outcome:
     """Saturate and extract in rounds, each on the graph the last one extracted, while a round gains
-    and `settings.timeout` has not passed; report like the α-search (`applied` lists the rules whose
-    nodes the extracted graphs use). A round never merges an operator a merge made (`_Saturation.step`),
-    so it merges siblings in pairs and the next round merges the pairs: on NasRNN, e-graphs of
-    about 5,000 to 15,000 e-nodes a round, where merging merged operators inside one e-graph made
-    32,000 (every subset of the siblings) and the exact extraction found nothing in its time."""
+    and the time left of `settings.timeout` is at least what the last round took (a round cut short
+    overruns the bound by its extraction and extracts from a half-grown e-graph); report like the
+    α-search (`applied` lists the rules whose nodes the extracted graphs use). A round never merges
+    an operator a merge made (`_Saturation.step`), so it merges siblings in pairs and the next round
+    merges the pairs: on NasRNN, e-graphs of about 5,000 to 15,000 e-nodes a round, where merging
+    merged operators inside one e-graph made 32,000 (every subset of the siblings) and the exact
+    extraction found nothing in its time."""
     settings = settings or EqsatSettings()
     started = time.perf_counter()
     cost0 = graph_cost(graph, model)
     out = Outcome(graph, cost0, cost0, [])
     out.stopped, sizes = "saturated", []
+    last = 0.0  # seconds the last round took
     for _ in range(settings.rounds):
-        if time.perf_counter() - started > settings.timeout:
+        if time.perf_counter() - started + last > settings.timeout:
             out.stopped = "timeout"
             break
+        round_started = time.perf_counter()
         r = _round(out.graph, out.cost, rules, model, settings, started, progress)
+        last = time.perf_counter() - round_started
         sizes.append(r.generated)
         out.expanded, out.matches = out.expanded + r.expanded, out.matches + r.matches
         out.history.append((time.perf_counter() - started, min(r.cost, out.cost)))
@@ -149,7 +157,11 @@ def _round(graph: Graph, cost0: float, rules: Sequence[Rule], model: CostModel, 
             if not saturation.step(snap, settings.node_limit):
                 break
             iterations += 1
-        best, cost, used = extract(graph, eg, snap, loaded, tensors, model, settings.ilp_timeout)
+        # the integer program gets the time left, but at least MIN_ILP_SECONDS: a first round that
+        # saturated to the bound still extracts exactly
+        left = settings.timeout - (time.perf_counter() - started)
+        best, cost, used = extract(graph, eg, snap, loaded, tensors, model,
+                                   min(settings.ilp_timeout, max(left, MIN_ILP_SECONDS)))
     finally:
         eg.close()
     return Outcome(best, cost, cost0, [saturation.origin[h] for h in used if h in saturation.origin],

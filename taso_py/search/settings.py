@@ -14,6 +14,6 @@ class EqsatSettings:
     # sibling and the e-graph grows with every subset of them (NasRNN: 31,919 e-nodes, not 4,780).
     # Two iterations, so that a convolution enlarged in the first merges in the second.
     merge_iterations: int = 2
-    timeout: float = 5.0  # seconds of saturation, over all rounds; extraction has its own limit
+    timeout: float = 5.0  # seconds of the whole search, saturation and extraction, over all rounds
     rounds: int = 4  # saturations, each of the graph the last one extracted (see `search.eqsat.search`)
-    ilp_timeout: float = 5.0  # seconds for the integer program
+    ilp_timeout: float = 5.0  # seconds for the integer program at most (less when the search's time is short)
