@@ -142,45 +142,46 @@ def break_cycles(nodes: Mapping[int, list[ENode]], roots: list[int], age: Mappin
     before: in NasRNN's merge cycle `m = concat(a, b)`, `a = split(m)[0]`, the concat (unioned into
     the merged matmul's class later) goes and the merge stays.
 
-    A depth-first search from the roots; classes it has finished stay finished across restarts,
-    since dropping e-nodes never makes a cycle."""
+    One depth-first search from the roots: at a cycle it drops that e-node and goes on from the class
+    it was dropped from (the classes after it on the path are left unfinished, the finished ones
+    stay finished, since dropping e-nodes never makes a cycle)."""
     kept = {c: list(ns) for c, ns in nodes.items()}
     finished: set[int] = set()
 
     def edges(c: int) -> Iterator[tuple[ENode, int]]:
         return iter([(n, x) for n in kept.get(c, ()) for x in dict.fromkeys(n.children)])
 
-    while True:
-        cycle = None
-        for root in roots:
-            if root in finished:
+    for root in roots:
+        if root in finished:
+            continue
+        path: list[tuple[int, ENode | None]] = [(root, None)]  # each class with the e-node that reads it
+        on_path = {root: 0}
+        pending = [edges(root)]
+        while pending:
+            step = next(pending[-1], None)
+            if step is None:
+                c, _ = path.pop()
+                del on_path[c]
+                finished.add(c)
+                pending.pop()
                 continue
-            path: list[tuple[int, ENode | None]] = [(root, None)]  # each class with the e-node that reads it
-            on_path = {root: 0}
-            pending = [edges(root)]
-            while pending and cycle is None:
-                step = next(pending[-1], None)
-                if step is None:
-                    c, _ = path.pop()
-                    del on_path[c]
-                    finished.add(c)
-                    pending.pop()
-                    continue
-                n, x = step
-                if x in on_path:
-                    k = on_path[x]
-                    cycle = [(path[i][0], path[i + 1][1]) for i in range(k, len(path) - 1)] + [(path[-1][0], n)]
-                elif x not in finished:
-                    on_path[x] = len(path)
-                    path.append((x, n))
-                    pending.append(edges(x))
-            if cycle is not None:
-                break
-        if cycle is None:
-            return kept
-        # the newest e-node of a class that keeps another (never empty a class: it may be needed)
-        c, n = max(cycle, key=lambda cn: (len(kept[cn[0]]) > 1, age.get(cn, math.inf)))
-        kept[c] = [m for m in kept[c] if m != n]
+            n, x = step
+            if x in on_path:
+                start = on_path[x]
+                cycle = [(path[i][0], path[i + 1][1], i) for i in range(start, len(path) - 1)]
+                cycle.append((path[-1][0], n, len(path) - 1))
+                # the newest e-node of a class that keeps another (never empty a class: it may be needed)
+                c, dropped, i = max(cycle, key=lambda cn: (len(kept[cn[0]]) > 1, age.get(cn[:2], math.inf)))
+                kept[c] = [m for m in kept[c] if m != dropped]
+                for d, _ in path[i + 1:]:
+                    del on_path[d]
+                del path[i + 1:], pending[i:]
+                pending.append(edges(c))
+            elif x not in finished:
+                on_path[x] = len(path)
+                path.append((x, n))
+                pending.append(edges(x))
+    return kept
 
 
 def ilp(nodes: Mapping[int, list[ENode]], cost: Mapping[tuple[int, ENode], float], roots: list[int],
