@@ -146,7 +146,8 @@ def test_breaking_cycles_drops_the_newest_node_of_each():
 
 
 def test_a_snapshot_holds_the_matches_found_since_the_last_one():
-    """Match relations are emptied once read; a match comes back only when a new fact takes part."""
+    """Match relations are emptied once read; a match comes back only when a new fact takes part;
+    a row whose root is a skipped class is left out (as `eqsat` skips merges of merged operators)."""
     g, r = _graph({"k1": (16, 8)}, {"x": (4, 16), "z": (4, 16)})
     (y,) = g.add("relu", [g.add("matmul", [r["x"], r["k1"]])[0]])
     g.set_outputs([y], ["y"])
@@ -162,11 +163,15 @@ def test_a_snapshot_holds_the_matches_found_since_the_last_one():
         eg.match(merges=False)
         assert first and eg.snapshot().rows[p.name] == []  # nothing new: nothing read again
         t = TensorType((4, 8))
-        product = eg.node("matmul", eg.intern("matmul", None), [tensors[r["z"]], tensors[r["k1"]]], [t])
-        eg.node("relu", eg.intern("relu", None), [product], [t])
+        relus = []
+        for a in ("z", "x"):
+            product = eg.node("matmul", eg.intern("matmul", None), [tensors[r[a]], tensors[r["k1"]]], [t])
+            relus.append(eg.node("relu", eg.intern("relu", None), [product], [t]))
         eg.flush()
         eg.match(merges=False)
-        assert len(eg.snapshot().rows[p.name]) == len(first)  # the new product's own match
+        root = p.columns.index(p.roots[0])
+        rows = eg.snapshot({p.name: [root]}, [relus[0]]).rows[p.name]  # the new products' matches
+        assert len(rows) == 1  # but the one whose root is skipped, left out before it is read
     finally:
         eg.close()
 

@@ -142,7 +142,7 @@ def _round(graph: Graph, cost0: float, rules: Sequence[Rule], model: CostModel, 
         while True:
             eg.flush()
             eg.match(merges=iterations < settings.merge_iterations)
-            snap = eg.snapshot()
+            snap = eg.snapshot(saturation.merge_roots, saturation.merged)  # what `step` would skip
             if progress is not None:
                 progress(iterations, float(snap.size))
             if time.perf_counter() - started > settings.timeout:
@@ -201,6 +201,8 @@ class _Saturation:
         self.done: set[tuple] = set()
         self.origin: dict[int, int] = {}  # handle of a node a rewrite made -> rule index
         self.merged: set[int] = set()  # handles of the nodes multi-output rules (merges) made
+        self.merge_roots = {p.name: [p.columns.index(r) for r in p.roots] for p in patterns
+                            if len(rules[p.rule].src) > 1}  # a merge pattern's columns of its roots
         self.matches = 0
 
     def step(self, snap: Snapshot, node_limit: int) -> bool:
@@ -210,7 +212,7 @@ class _Saturation:
         added = self._flatten_splits(snap)
         merged = {snap.class_of[h] for h in self.merged if h in snap.class_of}
         for p in self.patterns:
-            roots = [p.columns.index(r) for r in p.roots] if len(self.rules[p.rule].src) > 1 else []
+            roots = self.merge_roots.get(p.name, [])
             for row in snap.rows.get(p.name, ()):
                 if self.eg.handles >= node_limit:
                     return added
