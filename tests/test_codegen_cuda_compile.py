@@ -66,8 +66,8 @@ def nc_loads_of_written_buffers(ptx: str) -> list[str]:
     through: registers carry the parameters they are computed from, flow-insensitively."""
     found = []
     for entry in re.split(r"\.entry ", ptx)[1:]:
-        name, body = entry.split("(", 1)[0], entry
-        instructions = [line.strip().rstrip(";") for line in body.splitlines()]
+        name = entry.split("(", 1)[0]
+        instructions = [line.strip().rstrip(";") for line in entry.splitlines()]
         origin: dict[str, set[str]] = {}
         changed = True
         while changed:  # a fixpoint: loop bodies assign registers used before them

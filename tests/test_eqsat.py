@@ -192,7 +192,7 @@ def test_merges_are_found_and_paid_for_only_by_the_exact_extraction():
         for _ in range(3):
             eg.flush()
             eg.match(merges=True)
-            snap = eg.snapshot()
+            snap = saturation.snapshot()
             saturation.step(snap, 10_000)
         cost = _node_costs(eg, snap, constant_classes(eg, snap), OpCount())
         roots = [snap.class_of[tensors[ref]] for ref in outs]

@@ -91,7 +91,7 @@ def search(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: Eqsa
     and the time left of `settings.timeout` is at least what the last round took (a round cut short
     overruns the bound by its extraction and extracts from a half-grown e-graph); report like the
     α-search (`applied` lists the rules whose nodes the extracted graphs use). A round never merges
-    an operator a merge made (`_Saturation.step`), so it merges siblings in pairs and the next round
+    an operator a merge made (`_Saturation.snapshot`), so it merges siblings in pairs and the next round
     merges the pairs: on NasRNN, e-graphs of about 5,000 to 15,000 e-nodes a round, where merging
     merged operators inside one e-graph made 32,000 (every subset of the siblings) and the exact
     extraction found nothing in its time."""
@@ -142,7 +142,7 @@ def _round(graph: Graph, cost0: float, rules: Sequence[Rule], model: CostModel, 
         while True:
             eg.flush()
             eg.match(merges=iterations < settings.merge_iterations)
-            snap = eg.snapshot(saturation.merge_roots, saturation.merged)  # what `step` would skip
+            snap = saturation.snapshot()
             if progress is not None:
                 progress(iterations, float(snap.size))
             if time.perf_counter() - started > settings.timeout:
@@ -205,19 +205,22 @@ class _Saturation:
                             if len(rules[p.rule].src) > 1}  # a merge pattern's columns of its roots
         self.matches = 0
 
+    def snapshot(self) -> Snapshot:
+        """The e-graph and its new matches, but no merge of an operator a merge made: that is the
+        next round's (see `search`); those rows are left out before egglog's values are converted."""
+        return self.eg.snapshot(self.merge_roots, self.merged)
+
     def step(self, snap: Snapshot, node_limit: int) -> bool:
-        """Apply every match not applied yet (until the e-graph would pass `node_limit`), but no merge
-        of an operator a merge made: that is the next round's (see `search`)."""
+        """Apply every match of `snap` (from `snapshot`) not applied yet, until the e-graph would
+        pass `node_limit`."""
         const = constant_classes(self.eg, snap)
         added = self._flatten_splits(snap)
-        merged = {snap.class_of[h] for h in self.merged if h in snap.class_of}
         for p in self.patterns:
-            roots = self.merge_roots.get(p.name, [])
             for row in snap.rows.get(p.name, ()):
                 if self.eg.handles >= node_limit:
                     return added
                 key = (p.rule, row)
-                if key in self.done or any(row[i] in merged for i in roots):
+                if key in self.done:
                     continue
                 self.done.add(key)
                 if self._apply(p, dict(zip(p.columns, row)), snap, const):
