@@ -124,7 +124,6 @@ class CompiledModel:
         self.entry = None
         if self.manifest.get("entry"):
             self.entry = self._function(self.manifest["entry"])
-            self.entry.restype = ctypes.c_int if self.target.device_memory else None  # a device's run reports status
         # a model with regions run by ONNX Runtime (codegen.graph.fallback): C segments between them
         self.segments = [(self._function(seg["entry"]) if "entry" in seg else None, seg)
                          for seg in self.manifest.get("segments", [])]
@@ -133,10 +132,19 @@ class CompiledModel:
         self.dynamic: dict[str, np.ndarray] = {}  # values of the last run that only ONNX Runtime shapes
 
     def _function(self, name: str) -> Any:
+        """A run function of model.so (the whole model, or a segment between regions); a device's
+        reports a status."""
         fn = getattr(self.lib, name)
-        fn.restype = None
+        fn.restype = ctypes.c_int if self.target.device_memory else None
         fn.argtypes = [ctypes.POINTER(ctypes.c_void_p)] * 2 + [ctypes.c_void_p] * 2
         return fn
+
+    def _call(self, fn: Any, in_ptrs: Any, out_ptrs: Any) -> None:
+        status = fn(in_ptrs, out_ptrs, self.weights.ctypes.data, self.arena.ctypes.data)
+        if status:  # the cuda target's run functions report CUDA errors
+            describe = self.lib.taso_cuda_error_string
+            describe.restype = ctypes.c_char_p
+            raise CodegenError(f"{self.directory}: {describe(status).decode()}")
 
     def _inputs(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         arrays = []
@@ -156,17 +164,13 @@ class CompiledModel:
         in_ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
         out_ptrs = (ctypes.c_void_p * max(len(outs), 1))(*[0 if o is None else o.ctypes.data for o in outs])
         if self.entry is not None:  # the whole model is one C call
-            status = self.entry(in_ptrs, out_ptrs, self.weights.ctypes.data, self.arena.ctypes.data)
-            if status:  # the cuda target's run function reports CUDA errors
-                describe = self.lib.taso_cuda_error_string
-                describe.restype = ctypes.c_char_p
-                raise CodegenError(f"{self.directory}: {describe(status).decode()}")
+            self._call(self.entry, in_ptrs, out_ptrs)
             return {s.name: o for s, o in zip(self.outputs, outs)}
         self.stats, self.dynamic = [], {}
         if self.segments:
             for fn, seg in self.segments:
                 if fn is not None:
-                    fn(in_ptrs, out_ptrs, self.weights.ctypes.data, self.arena.ctypes.data)
+                    self._call(fn, in_ptrs, out_ptrs)
                 else:
                     self._region(self.manifest["steps"][seg["step"]], arrays, outs)
         else:

@@ -68,7 +68,7 @@ class Target:
 
 CPU = Target("cpu", "cpu", "model.c", CEmitter, compile_shared, blocked_layouts=True, regions=True,
              device_memory=False, native=True)
-CUDA = Target("cuda", "cuda", "model.cu", cuda.CudaEmitter, cuda.compile_cuda, blocked_layouts=False, regions=False,
+CUDA = Target("cuda", "cuda", "model.cu", cuda.CudaEmitter, cuda.compile_cuda, blocked_layouts=False, regions=True,
               device_memory=True, native=False)
 # the accelerator's host side is C with the CPU's schedules; offloaded layers are simulated by the runtime
 ACCEL = Target("accel", "cpu", "model.c", CEmitter, compile_shared, blocked_layouts=False, regions=True,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -15,11 +17,15 @@ from onnx import TensorProto, helper
 
 from taso_py import ops
 from taso_py.cli import main
+from taso_py.codegen.backends.cuda import device_count
+from taso_py.codegen.backends.cuda.emulate import compile_emulated
 from taso_py.codegen.errors import CodegenError
 from taso_py.codegen.graph import compile_graph, fallback, partition
+from taso_py.codegen.graph.kernels import Buffer, Kernel
+from taso_py.codegen.graph.module import segments_of, transfers
 from taso_py.codegen.graph.stages import prepare
 from taso_py.codegen.runtime import CompiledModel, random_inputs
-from taso_py.codegen.target import ACCEL, CPU
+from taso_py.codegen.target import ACCEL, CPU, CUDA
 from taso_py.onnx_io import load_model
 from taso_py.onnx_io.exporter import region_writer
 from taso_py.runtime import compare_outputs
@@ -27,6 +33,7 @@ from taso_py.runtime import run as ort_run
 from tests.corpus import get, save
 
 node = helper.make_node
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 
 
 def _model(nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto], outputs: list[onnx.ValueInfoProto],
@@ -81,14 +88,28 @@ def test_integer_outputs_of_a_region_are_exact(tmp_path: Path) -> None:
     assert compare_outputs(r["want"], r["got"]).max_rel <= 1e-4
 
 
-def test_an_output_whose_shape_only_ort_knows(tmp_path: Path) -> None:
-    """NonZero's output shape depends on the data: the module returns what ONNX Runtime made."""
+def _nonzero(path: Path) -> Path:
+    """NonZero's output shape depends on the data."""
     nodes = [node("Relu", ["x"], ["r"]), node("NonZero", ["r"], ["nz"]), node("Mul", ["r", "r"], ["y"])]
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5])]
     outputs = [helper.make_tensor_value_info("nz", TensorProto.INT64, [2, "n"]),
                helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5])]
-    path = save(_model(nodes, inputs, outputs, []), tmp_path / "m.onnx")
-    compiled, feeds, r = _compile(path, tmp_path / "out")
+    return save(_model(nodes, inputs, outputs, []), path)
+
+
+def _region_output_read_by_a_kernel(path: Path) -> Path:
+    """A region's output is a graph output and a later kernel's input; a kernel's output is read by the
+    region and by a kernel after it; the input is read before and after the region."""
+    nodes = [node("Sigmoid", ["x"], ["s"]), node("LRN", ["s"], ["n"], size=3),
+             node("Mul", ["n", "s"], ["m"]), node("Add", ["m", "x"], ["y"])]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 5])]
+    outputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, 4, 5, 5]) for name in ("n", "y")]
+    return save(_model(nodes, inputs, outputs, []), path)
+
+
+def test_an_output_whose_shape_only_ort_knows(tmp_path: Path) -> None:
+    """The module returns the NonZero output ONNX Runtime made, whatever its shape."""
+    compiled, feeds, r = _compile(_nonzero(tmp_path / "m.onnx"), tmp_path / "out")
     assert compiled.outputs[0].shape is None
     np.testing.assert_array_equal(r["got"]["nz"], r["want"]["nz"])
     np.testing.assert_allclose(r["got"]["y"], r["want"]["y"], rtol=1e-6)
@@ -249,3 +270,41 @@ def test_an_operator_a_target_declares_unsupported_runs_in_ort(tmp_path: Path) -
     with pytest.raises(CodegenError, match=r"no kernel for add 'y'.* on --target cpu"):
         compile_graph(model.graph, tmp_path / "out2", target=no_regions, write_region=region_writer(model.origin))
     assert not (tmp_path / "out2").exists()
+
+
+def test_a_cuda_segment_moves_only_what_crosses_to_or_from_the_host() -> None:
+    """Between regions (run by ORT on the host) each run of CUDA kernels uploads what the host wrote
+    since the device last had it and downloads what the host reads later; the rest stays on the device."""
+    def buf(key: str, kind: str = "arena", index: int = 0) -> Buffer:
+        return Buffer(key, (4,), "float32", kind, index=index)
+
+    buffers = {b.key: b for b in (buf("x", "input"), buf("a"), buf("b"), buf("c"), buf("y", "output"))}
+    order = [Kernel("k0", "", ["x"], ["a"], ""), Kernel("k1", "", ["a"], ["c"], ""),
+             Kernel("ort0", "", ["a"], ["b"], ""), Kernel("k2", "", ["b", "c", "x"], ["y"], "")]
+    segments = segments_of(order, {"ort0": None})
+    assert segments == [{"entry": "taso_seg0", "kernels": [0, 1]}, {"step": 2}, {"entry": "taso_seg2", "kernels": [3]}]
+    # x goes up once; c (read only by a kernel) never comes down; y, a graph output, does
+    assert transfers(order, segments, buffers, {}) == [(["x"], ["a"]), (["b"], ["y"])]
+    # an output copied from c (it is the same tensor as an intermediate) is copied on the host
+    assert transfers(order, segments, buffers, {1: "c"}) == [(["x"], ["a", "c"]), (["b"], ["y"])]
+
+
+@needs_nvcc
+@pytest.mark.parametrize("build", [_conv_lrn_conv, _nonzero, _region_output_read_by_a_kernel,
+                                   lambda path: save(get("topk_op11").build(), path)],
+                         ids=["blocked-convs", "data-dependent-shape", "region-output-read-after", "topk"])
+def test_cuda_modules_run_regions_between_their_kernels(tmp_path: Path, build: Callable[[Path], Path]) -> None:
+    """`--target cuda` compiles models with nodes outside the algebra too: they run in ORT on the host
+    between CUDA segments (on the CPU emulation of the CUDA runtime where there is no GPU)."""
+    path = build(tmp_path / "m.onnx")
+    model = load_model(path)
+    out = tmp_path / "out"
+    report = compile_graph(model.graph, out, target=CUDA, write_region=region_writer(model.origin))
+    assert report.regions >= 1 and report.kernel_nodes >= 1
+    if not device_count():
+        shutil.copyfile(compile_emulated((out / "model.cu").read_text()), out / "model.so")
+    compiled = CompiledModel(out)
+    for seed in (0, 1):  # twice: the device keeps its buffers between runs
+        feeds = random_inputs(compiled, seed)
+        result = compare_outputs(ort_run(path, feeds), compiled.run(feeds))
+        assert result.ok and result.max_rel <= 1e-5, result

@@ -5,7 +5,8 @@ a target cannot compile (an empty tensor, a string). Refusing the whole model fo
 leave the rest uncompiled, so each such fused group is marked *fallback*; groups are ordered
 (topologically) so that fallback groups run back to back where the graph allows, and each run
 of them becomes one *region*: a small ONNX model kept in the compiled directory that the
-module runs in an ORT session, reading and writing the arena in place (plain NCHW).
+module runs in an ORT session, reading and writing the arena in place (plain NCHW). On a GPU
+target ORT runs on the host, and the kernels' segments copy what crosses (`module.transfers`).
 
 When the regions cannot be cut cleanly (a tensor of unknown shape or of a type the arena
 cannot hold would cross between a region and a kernel), the whole graph is one region: the

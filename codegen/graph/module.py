@@ -50,38 +50,86 @@ def weight_blob(values: dict[str, np.ndarray], buffers: dict[str, Buffer]) -> by
     return bytes(blob)
 
 
-def cuda_run_function(kernels: list[Kernel], buffers: dict[str, Buffer], copies: dict[int, str], arena: int,
-                       weight_bytes: int, out_bytes: list[int]) -> str:
-    """`taso_model_run` on the GPU: weights copied to the device once, inputs in, every kernel's
-    launch on device pointers, outputs back; returns 0 or a status (see taso_cuda_error_string)."""
+def cuda_run_functions(order: list[Kernel], buffers: dict[str, Buffer], copies: dict[int, str], arena: int,
+                       weight_bytes: int, out_bytes: list[int], segments: list[dict[str, Any]] | None = None) -> str:
+    """The CUDA module's entry points. Weights, inputs, outputs and the arena live on the device,
+    allocated on the first call (the arena at the same offsets as the runtime's host arena), and
+    each entry returns 0 or a status (see taso_cuda_error_string). Without `segments` the whole
+    model is `taso_model_run`: inputs in, every launch, outputs out. With them (regions ONNX
+    Runtime runs on the host between runs of kernels, graph.fallback) each run of kernels is its
+    segment's entry: it uploads what the host wrote since the device last had it (an input, a
+    region's output), launches, and downloads what the host reads later (a graph output, a
+    region's input, an output copied from it)."""
     ins = sorted((b for b in buffers.values() if b.kind == "input"), key=lambda b: b.index)
     # indexed by the graph input's position: inputs no kernel reads leave holes, not a shorter array
     in_slots = max((b.index for b in ins), default=0) + 1
-
-    def ptr(key: str) -> str:
-        return _pointer(buffers[key], "d_in", "d_out", "d_weights", "d_arena")
-
-    lines = ["", 'extern "C" int taso_model_run(void** inputs, void** outputs, char* weights, char* arena) {',
-             "  static char* d_weights = 0; static char* d_arena = 0;",
-             f"  static void* d_in[{in_slots}]; static void* d_out[{max(len(out_bytes), 1)}];",
+    lines = ["", "static char* d_weights = 0; static char* d_arena = 0; static int d_ready = 0;",
+             f"static void* d_in[{in_slots}]; static void* d_out[{max(len(out_bytes), 1)}];",
+             "static int taso_cuda_setup(const char* weights) {",
              "  int devices = 0; cudaError_t e;",
              "  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) return -1;",
-             "  if (!d_arena) {",
-             f"    if ((e = cudaMalloc((void**)&d_weights, {max(weight_bytes, 1)}))) return e;",
-             f"    if ((e = cudaMemcpy(d_weights, weights, {weight_bytes}, cudaMemcpyHostToDevice))) return e;",
-             f"    if ((e = cudaMalloc((void**)&d_arena, {max(arena, 1)}))) return e;"]
-    lines += [f"    if ((e = cudaMalloc(&d_in[{b.index}], {nbytes(b)}))) return e;" for b in ins]
-    lines += [f"    if ((e = cudaMalloc(&d_out[{i}], {n}))) return e;" for i, n in enumerate(out_bytes)]
-    lines.append("  }")
-    lines += [f"  if ((e = cudaMemcpy(d_in[{b.index}], inputs[{b.index}], {nbytes(b)}, cudaMemcpyHostToDevice))) "
-              "return e;" for b in ins]
-    lines.append("  int status;")
+             "  if (d_ready) return 0;",
+             f"  if ((e = cudaMalloc((void**)&d_weights, {max(weight_bytes, 1)}))) return e;",
+             f"  if ((e = cudaMemcpy(d_weights, weights, {weight_bytes}, cudaMemcpyHostToDevice))) return e;",
+             f"  if ((e = cudaMalloc((void**)&d_arena, {max(arena, 1)}))) return e;"]
+    lines += [f"  if ((e = cudaMalloc(&d_in[{b.index}], {nbytes(b)}))) return e;" for b in ins]
+    lines += [f"  if ((e = cudaMalloc(&d_out[{i}], {n}))) return e;" for i, n in enumerate(out_bytes) if n]
+    lines += ["  d_ready = 1;", "  return 0;", "}"]
+    if segments is None:
+        uploads = [b.key for b in ins]
+        return "\n".join(lines) + _cuda_entry("taso_model_run", order, buffers, uploads, [], copies, out_bytes)
+    for seg, (uploads, downloads) in zip([s for s in segments if "entry" in s], transfers(order, segments, buffers,
+                                                                                          copies)):
+        lines.append(_cuda_entry(seg["entry"], [order[k] for k in seg["kernels"]], buffers, uploads, downloads,
+                                 {}, []))
+    return "\n".join(lines) + "\n"
+
+
+def transfers(order: list[Kernel], segments: list[dict[str, Any]], buffers: dict[str, Buffer],
+              copies: dict[int, str]) -> list[tuple[list[str], list[str]]]:
+    """For each segment of kernels (in order): the buffers it uploads before its launches (read by
+    its kernels, last written on the host) and downloads after them (written by its kernels, read
+    on the host later: by a region, as a graph output, or copied to one)."""
+    host_only = {key for key, b in buffers.items() if b.kind == "input"}  # the device has no copy yet
+    region_reads = [set(order[s["step"]].reads) if "step" in s else set() for s in segments]
+    result = []
+    for k, seg in enumerate(segments):
+        if "step" in seg:
+            host_only.update(order[seg["step"]].writes)
+            continue
+        kernels = [order[i] for i in seg["kernels"]]
+        uploads = [key for key in dict.fromkeys(key for kn in kernels for key in kn.reads) if key in host_only]
+        written = list(dict.fromkeys(key for kn in kernels for key in kn.writes))
+        host_reads = set(copies.values()).union(*region_reads[k + 1:])
+        downloads = [key for key in written if buffers[key].kind == "output" or key in host_reads]
+        host_only.difference_update(uploads + written)
+        result.append((uploads, downloads))
+    return result
+
+
+def _cuda_entry(name: str, kernels: list[Kernel], buffers: dict[str, Buffer], uploads: list[str],
+                downloads: list[str], copies: dict[int, str], out_bytes: list[int]) -> str:
+    """One entry point: set up, upload, launch `kernels`, copy outputs no kernel writes (`copies`)
+    on the device, wait, download (`downloads`, then every output of `out_bytes`' sizes)."""
+    def device(key: str) -> str:
+        return _pointer(buffers[key], "d_in", "d_out", "d_weights", "d_arena")
+
+    def host(key: str) -> str:
+        return _pointer(buffers[key], "inputs", "outputs", "weights", "arena")
+
+    lines = ["", f'extern "C" int {name}(void** inputs, void** outputs, char* weights, char* arena) {{',
+             "  int status; cudaError_t e;",
+             "  if ((status = taso_cuda_setup(weights))) return status;"]
+    lines += [f"  if ((e = cudaMemcpy({device(key)}, {host(key)}, {nbytes(buffers[key])}, cudaMemcpyHostToDevice))) "
+              "return e;" for key in uploads]
     for k in kernels:
-        lines.append(f"  if ((status = {k.name}_launch({', '.join(ptr(a) for a in k.args)}))) return status;")
+        lines.append(f"  if ((status = {k.name}_launch({', '.join(device(a) for a in k.args)}))) return status;")
     for i, key in copies.items():
-        lines.append(f"  if ((e = cudaMemcpy(d_out[{i}], {ptr(key)}, {nbytes(buffers[key])}, "
+        lines.append(f"  if ((e = cudaMemcpy(d_out[{i}], {device(key)}, {nbytes(buffers[key])}, "
                      "cudaMemcpyDeviceToDevice))) return e;")
     lines.append("  if ((e = cudaDeviceSynchronize())) return e;")
+    lines += [f"  if ((e = cudaMemcpy({host(key)}, {device(key)}, {nbytes(buffers[key])}, cudaMemcpyDeviceToHost))) "
+              "return e;" for key in downloads]
     lines += [f"  if ((e = cudaMemcpy(outputs[{i}], d_out[{i}], {n}, cudaMemcpyDeviceToHost))) return e;"
               for i, n in enumerate(out_bytes)]
     lines += ["  return 0;", "}"]
@@ -120,6 +168,20 @@ def region_steps(order: list[Kernel], regions: dict[str, Any]) -> list[dict[str,
     from `<name>.onnx` (its tensors are named as the buffers in NCHW it reads and writes)."""
     return [ort_step(k, kernel) if kernel.name in regions else {"kind": "host", "kernel": k}
             for k, kernel in enumerate(order)]
+
+
+def segments_of(order: list[Kernel], regions: dict[str, Any]) -> list[dict[str, Any]]:
+    """A run cut at the regions ONNX Runtime runs: `{"step": k}` for the region that is the k-th step,
+    `{"entry": name, "kernels": [k, ...]}` for each run of kernels between them (one function of model.so)."""
+    segments: list[dict[str, Any]] = []
+    for k, kernel in enumerate(order):
+        if kernel.name in regions:
+            segments.append({"step": k})
+        elif not segments or "entry" not in segments[-1]:
+            segments.append({"entry": f"taso_seg{len(segments)}", "kernels": [k]})
+        else:
+            segments[-1]["kernels"].append(k)
+    return segments
 
 
 def ort_step(k: int, kernel: Kernel) -> dict[str, Any]:

@@ -17,16 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from taso_py.codegen.errors import CodegenError
-from taso_py.codegen.graph.fallback import RegionWriter
+from taso_py.codegen.graph.fallback import RegionWriter, held_in_arena
 from taso_py.codegen.graph.kernels import Buffer, Kernel, KernelBuilder, prepack
 from taso_py.codegen.graph.memory import plan_memory
 from taso_py.codegen.graph.module import (
     c_run_function,
-    cuda_run_function,
+    cuda_run_functions,
     lifetimes,
     manifest_of,
     nbytes,
     region_steps,
+    segments_of,
     weight_blob,
     write_directory,
 )
@@ -79,8 +80,8 @@ def publish_module(g: Graph, b: KernelBuilder, order: list[Kernel], report: Comp
     """Emit the kernels (each distinct one once), pre-pack weights, plan the arena and write the
     directory. `order` is every step of a run; with `steps` (steps the host does not run as one C
     call, the accelerator's layers) the manifest lists them and the module has no run function.
-    Regions (`b.regions`, run by ONNX Runtime) are written with `write_region`, and the C kernels
-    between them become one run function per segment."""
+    Regions (`b.regions`, run by ONNX Runtime) are written with `write_region`, and the kernels
+    between them become one run function per segment (`module.segments_of`)."""
     clock = time.perf_counter()
     target = b.target
     emitter = target.emitter()
@@ -120,28 +121,20 @@ def publish_module(g: Graph, b: KernelBuilder, order: list[Kernel], report: Comp
 
     source = emitter.module_source(sources)
     manifest = manifest_of(g, target.name, order, b.buffers, plan.arena_bytes, report.stats())
+    segments = segments_of(order, b.regions) if steps is None and b.regions else None
     if target.device_memory:
-        out_bytes = [nbytes(Buffer("", g.type(r).shape, g.type(r).dtype.value, "output")) for r in g.outputs]
-        source += cuda_run_function(order, b.buffers, b.copies, plan.arena_bytes, len(weights), out_bytes)
-    elif steps is None and not b.regions:
+        # 0 for an output only ONNX Runtime shapes (the runtime takes it from the region, graph.fallback)
+        out_bytes = [nbytes(Buffer("", g.type(r).shape, g.type(r).dtype.value, "output"))
+                     if held_in_arena(g.type(r)) else 0 for r in g.outputs]
+        source += cuda_run_functions(order, b.buffers, b.copies, plan.arena_bytes, len(weights), out_bytes, segments)
+    elif segments is None and steps is None:
         source += c_run_function(order, b.buffers, b.copies)
-    elif steps is None:
-        segments: list[dict[str, Any]] = []
-        for k, kernel in enumerate(order):
-            if kernel.name in b.regions:
-                segments.append({"step": k})
-            elif not segments or "entry" not in segments[-1]:
-                segments.append({"entry": f"taso_seg{len(segments)}", "kernels": [k]})
-            else:
-                segments[-1]["kernels"].append(k)
-        for seg in segments:
-            if "entry" in seg:
-                source += c_run_function([order[k] for k in seg["kernels"]], b.buffers, {}, seg["entry"])
-        manifest.update(entry=None, segments=segments, steps=region_steps(order, b.regions),
-                        copies={str(i): key for i, key in b.copies.items()})
     else:
-        manifest.update(entry=None, steps=steps,
-                        copies={str(i): key for i, key in b.copies.items()})
+        source += "".join(c_run_function([order[k] for k in seg["kernels"]], b.buffers, {}, seg["entry"])
+                          for seg in segments or () if "entry" in seg)
+    if segments is not None or steps is not None:
+        manifest.update(entry=None, segments=segments or [], copies={str(i): key for i, key in b.copies.items()},
+                        steps=region_steps(order, b.regions) if steps is None else steps)
     report.regions = len(b.regions)
     manifest["stats"] = report.stats()
 
