@@ -4,6 +4,13 @@ The CLI turns a `TasoError` into that line on stderr and its `exit_code`; anythi
 is a bug in taso-py and is reported as an internal error.
 """
 
+import re
+
+# where in its sources ONNX Runtime raised, and the C++ signature of the function: before the reason,
+# and long enough that a capped line would end before it ("/onnxruntime_src/.../model.cc:202
+# onnxruntime::Model::Model(onnx::ModelProto&&, ...) Unsupported model IR version: ...")
+_ORT_SOURCE = re.compile(r"/onnxruntime_src/\S+:\d+ (?:[\w:~<>]+\([^()]*\)(?: const)? )?(?:\[with [^\]]*\] )?")
+
 
 class TasoError(Exception):
     """Base class of the errors the CLI reports as one line."""
@@ -32,6 +39,7 @@ class Unsupported(TasoError):
 
 
 def first_line(error: BaseException) -> str:
-    """The first line of another library's error message (ORT's and onnx's run to pages), capped."""
+    """The first line of another library's error message (ORT's and onnx's run to pages), without
+    ORT's source locations, capped."""
     text = str(error).strip() or type(error).__name__
-    return text.splitlines()[0][:300]
+    return _ORT_SOURCE.sub("", text.splitlines()[0])[:300]

@@ -318,3 +318,23 @@ def test_a_model_whose_tensors_do_not_fit_at_once_is_refused_before_running(
     assert "running the model needs 1.25 MiB at once (at tensor 'y3' (f32[256,256])), more than the 1.00 MiB" \
         in result.output
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("ir_version, attrs, reason", [
+    (99, {}, "Unsupported model IR version: 99, max supported IR version: "),
+    (8, {"kernel_shape": [2], "pads": [2, 2]}, "Pad should be smaller than kernel."),
+], ids=["ir-version", "pads"])
+def test_errors_of_onnx_runtime_keep_their_reason_in_one_line(ir_version: int, attrs: dict, reason: str) -> None:
+    """ORT puts its source file and a C++ signature before the reason (an H200 machine's older ORT
+    refused a model, and the 300-character line ended inside `onnxruntime::Model::Model(...)`)."""
+    import onnxruntime
+
+    from taso_py.errors import first_line
+
+    op = "MaxPool" if attrs else "Relu"
+    model = tiny([helper.make_node(op, ["x"], ["y"], **attrs)], [vi("x", [1, 2, 5])], [vi("y", None)])
+    model.ir_version = ir_version
+    with pytest.raises(Exception) as caught:
+        onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    line = first_line(caught.value)
+    assert reason in line and "onnxruntime_src" not in line and "::" not in line, line

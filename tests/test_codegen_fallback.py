@@ -39,7 +39,8 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is no
 def _model(nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto], outputs: list[onnx.ValueInfoProto],
            inits: list[onnx.TensorProto], opset: int = 13) -> onnx.ModelProto:
     graph = helper.make_graph(nodes, "g", inputs, outputs, inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    opsets = [helper.make_opsetid("", opset)]  # the IR version they need: an older ORT reads it (a GPU machine's)
+    return helper.make_model(graph, opset_imports=opsets, ir_version=helper.find_min_ir_version_for(opsets))
 
 
 def _w(name: str, *shape: int, seed: int = 0) -> onnx.TensorProto:
