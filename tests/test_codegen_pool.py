@@ -184,3 +184,48 @@ def test_the_kernel_cost_model_knows_winograd_memory_bound_layers_and_dispatches
     assert model.cost(fc) == pytest.approx(4 * (4096 * 4096 + 8192) / 20e6 + 0.003, rel=1e-3)  # bandwidth
     relu = _call("relu", [(1, 64, 56, 56)], None, (False,))
     assert model.cost(relu) < 0.05  # fuses into the kernel before it
+
+
+def test_an_index_split_into_digits_and_put_back_together_is_the_loop_variable() -> None:
+    """(f // 128 % 8) * 128 + f % 128 + f // 1024 * 1024 is f (a reshape inside a fused loop)."""
+    f, i, j = Var("f"), Var("i"), Var("j")
+    digits = ((f // 128) % 8) * 128 + f % 128 + (f // 1024) * 1024
+    assert str(simplify(digits, {f: (0, 2047)})) == "f"
+    split = i * 16 + j
+    rebuilt = ((split // 128) % 8) * 128 + split % 128 + (split // 1024) * 1024
+    assert str(simplify(rebuilt, {i: (0, 127), j: (0, 15)})) == "i * 16 + j"
+    assert str(simplify(((f // 4) % 3) * 4 + f % 4, {f: (0, 99)})) == "f % 12"  # no outer digit: a wider remainder
+
+
+def test_a_reshaped_gelu_loads_by_the_loop_variable_and_cubes_without_powf(tmp_path: Path) -> None:
+    """GPT-2's tanh GELU after a reshape took 17 ns an element: every load divided its index into
+    digits and put them back together, and powf(x, 3) is a libm call no loop vectorizes."""
+    from onnx import TensorProto, helper
+
+    from taso_py.codegen.graph import compile_graph
+    from taso_py.codegen.runtime import CompiledModel, random_inputs
+    from taso_py.onnx_io import load_model
+    from taso_py.runtime import compare_outputs
+    from taso_py.runtime import run as ort_run
+
+    def scalar(name: str, value: float) -> object:
+        return helper.make_tensor(name, TensorProto.FLOAT, [], [value])
+
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"]), helper.make_node("Pow", ["r", "three"], ["p"]),
+             helper.make_node("Mul", ["p", "c"], ["m"]), helper.make_node("Add", ["r", "m"], ["a"]),
+             helper.make_node("Tanh", ["a"], ["y"])]
+    shape = helper.make_tensor("shape", TensorProto.INT64, [3], [2, 8, 128])
+    graph = helper.make_graph(nodes, "gelu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 128])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8, 128])],
+                              [shape, scalar("three", 3.0), scalar("c", 0.044715)])
+    opsets = [helper.make_opsetid("", 17)]
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=helper.find_min_ir_version_for(opsets))
+    path = tmp_path / "gelu.onnx"
+    path.write_bytes(model.SerializeToString())
+    compile_graph(load_model(path).graph, tmp_path / "out")
+    source = (tmp_path / "out" / "model.c").read_text()
+    kernel = source[source.index("void k0("):]
+    assert "powf" not in kernel and " / " not in kernel and " % " not in kernel, kernel[:2000]
+    compiled = CompiledModel(tmp_path / "out")
+    feeds = random_inputs(compiled)
+    assert compare_outputs(ort_run(path, feeds), compiled.run(feeds)).max_rel <= 1e-6

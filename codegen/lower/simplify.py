@@ -115,14 +115,24 @@ def linear(e: Expr) -> Linear:
 
 
 def _recombine(lin: Linear) -> Linear:
-    """Replace each pair m*(x % k) + m*k*(x // k) by m*x (floor division: it holds for every integer x)."""
+    """Replace each pair m*(x % k) + m*k*(x // k) by m*x, and m*(x % k) + m*k*((x // k) % j) by
+    m*(x % (k*j)) (floor division: both hold for every integer x), so that an index split into
+    mixed-radix digits and put back together (a reshape inside a fused loop) is the loop variable."""
     for mod, m in lin.terms.items():
         if not (isinstance(mod, Binary) and mod.op == "%" and isinstance(mod.b, Const)):
             continue
+        k = int(mod.b.value)
         div = _ATOMS.get(_key(Binary("//", mod.a, mod.b)))
-        if div is not None and lin.terms.get(div) == m * int(mod.b.value):
+        if div is not None and lin.terms.get(div) == m * k:
             rest = Linear({a: c for a, c in lin.terms.items() if a is not mod and a is not div}, lin.constant)
             return _recombine(rest.add(linear(mod.a).scale(m)))
+        div_key = _key(Binary("//", mod.a, mod.b))
+        for digit, c in lin.terms.items():
+            if (c == m * k and isinstance(digit, Binary) and digit.op == "%" and isinstance(digit.b, Const)
+                    and digit.b.value > 0 and _key(digit.a) == div_key):
+                rest = Linear({a: v for a, v in lin.terms.items() if a is not mod and a is not digit}, lin.constant)
+                wider = Binary("%", mod.a, const(k * int(digit.b.value)))
+                return _recombine(rest.add(Linear({_atom(wider): m}, 0)))
     return lin
 
 
