@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -226,6 +227,57 @@ def test_a_reshaped_gelu_loads_by_the_loop_variable_and_cubes_without_powf(tmp_p
     source = (tmp_path / "out" / "model.c").read_text()
     kernel = source[source.index("void k0("):]
     assert "powf" not in kernel and " / " not in kernel and " % " not in kernel, kernel[:2000]
+    compiled = CompiledModel(tmp_path / "out")
+    feeds = random_inputs(compiled)
+    assert compare_outputs(ort_run(path, feeds), compiled.run(feeds)).max_rel <= 1e-6
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: every loop runs on it")
+def test_kernels_too_short_to_share_run_on_one_thread(tmp_path: Path) -> None:
+    """Waking the pool costs microseconds: a softmax over 4 x 17 runs on the caller alone (its loops'
+    thread limit 1), a 256^3 matrix product on every thread (limit 0: the pool's)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from taso_py.codegen.graph import compile_graph
+    from taso_py.onnx_io import load_model
+
+    def limits(nodes: list, x: list[int], y: list[int], inits: list) -> set[str]:
+        graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x)],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, y)], inits)
+        opsets = [helper.make_opsetid("", 17)]
+        path = tmp_path / f"{nodes[0].op_type}.onnx"
+        path.write_bytes(helper.make_model(graph, opset_imports=opsets,
+                                           ir_version=helper.find_min_ir_version_for(opsets)).SerializeToString())
+        compile_graph(load_model(path).graph, tmp_path / nodes[0].op_type)
+        source = (tmp_path / nodes[0].op_type / "model.c").read_text()
+        return set(re.findall(r"taso_parallel_for\(\d+, \w+, \(void\*\)&ctx_, (\d+)\)", source))
+
+    assert limits([helper.make_node("Softmax", ["x"], ["y"])], [4, 17], [4, 17], []) == {"1"}
+    w = numpy_helper.from_array(np.ones((256, 256), np.float32), "w")
+    assert "0" in limits([helper.make_node("MatMul", ["x", "w"], ["y"])], [256, 256], [256, 256], [w])
+
+
+def test_a_math_call_in_a_split_tail_loop_runs_unguarded_where_every_lane_is_in_range(tmp_path: Path) -> None:
+    """Rows of 17 split into vectors of 16: under the tail's `if`, gcc calls expf lane by lane (libmvec's
+    vector variants are `notinbranch`); where the whole vector is in range the loop has no `if`."""
+    from onnx import TensorProto, helper
+
+    from taso_py.codegen.graph import compile_graph
+    from taso_py.codegen.runtime import CompiledModel, random_inputs
+    from taso_py.onnx_io import load_model
+    from taso_py.runtime import compare_outputs
+    from taso_py.runtime import run as ort_run
+
+    graph = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [68, 17])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [68, 17])])
+    opsets = [helper.make_opsetid("", 17)]
+    path = tmp_path / "softmax.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=opsets,
+                                       ir_version=helper.find_min_ir_version_for(opsets)).SerializeToString())
+    compile_graph(load_model(path).graph, tmp_path / "out")
+    source = (tmp_path / "out" / "model.c").read_text()
+    assert re.search(r"#pragma omp simd\n\s*for \([^\n]*\n\s*\w+\[[^\n]*\] = expf\(", source), source
     compiled = CompiledModel(tmp_path / "out")
     feeds = random_inputs(compiled)
     assert compare_outputs(ort_run(path, feeds), compiled.run(feeds)).max_rel <= 1e-6

@@ -31,6 +31,21 @@ from taso_py.codegen.tune.space import Config
 from taso_py.graph.ir import Graph, Node, Ref
 from taso_py.types import TensorType
 
+# A kernel estimated shorter than this on one core runs on one (its loops' `threads` knob, unless a
+# tuning record sets it): waking the pool's other threads and waiting for them costs 2-4 us, more than
+# such a kernel gains (ViT's 17-wide softmax took 9 us on two threads and 3 us on one). The estimate is
+# a lower bound from single-core rates any CPU this runs on reaches: FLOPs at 50 GFLOP/s, bytes at
+# 20 GB/s. Measured on an AVX-512 Zen 4, two threads, against always parallel: GPT-2, BERT and
+# MobileNetV2 of the test corpus 1.7-2.5x faster, EfficientNet-B0 1.45x; 5 us gained less, 50 us cost
+# NASNet-A 2%; SqueezeNet, NASNet-A and BERT of the suite unchanged at 20.
+SERIAL_US = 20.0
+
+
+def single_thread_us(kernel: Kernel) -> float:
+    """A rough lower bound on `kernel`'s time on one core, in microseconds."""
+    return kernel.flops / 50e3 + kernel.bytes / 20e3
+
+
 # A group's schedule as a tuning template: knobs -> (schedule, kernel arguments)
 Template = Callable[[Config], tuple[Any, list[Tensor]]]
 ConfigFor = Callable[[str, Template], Config]  # (workload key, template) -> knobs; default: untuned
@@ -316,6 +331,8 @@ class KernelBuilder:
 
         try:
             cfg = self.config_for(kernel.workload, template) if self.config_for else Config()
+            if "threads" not in cfg.values and single_thread_us(kernel) < SERIAL_US:
+                cfg = Config({**cfg.values, "threads": 1})
             sched, _ = template(cfg)
             keys = dict(zip([a.op for a in args], kernel.reads))
             weights = {a.op for a in args if self.buffers[keys[a.op]].kind == "weight"}
