@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +41,9 @@ from benchmarks.models import MODELS, build
 from taso_py.atomic import write_json, write_text
 
 
-def _compile(model: Path, out: Path, optimize: bool, tune: int) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "taso_py", "compile", str(model), "--target", "cpu", "-o", str(out), "--json"]
+def _compile(model: Path, out: Path, optimize: bool, tune: int, extra: Sequence[str] = ()) -> dict[str, Any]:
+    """`taso compile` in a process of its own, as a user runs it: its --json report, or {"error": line}."""
+    cmd = [sys.executable, "-m", "taso_py", "compile", str(model), "--target", "cpu", "-o", str(out), "--json", *extra]
     cmd += [] if optimize else ["--no-optimize"]
     cmd += ["--tune", str(tune)] if tune else []
     started = time.perf_counter()

@@ -40,7 +40,8 @@ def time_entry(name: str, work: Path, threads: list[int], runs: int) -> dict[str
 
     entry = TORCH[name]
     path = save(entry.build(), work / f"{name}.onnx", external_data=entry.external_data)
-    report = _compile(path, work / f"{name}.cpu", True, 0)
+    shapes = [a for k, dims in entry.input_shapes.items() for a in ("--input-shape", f"{k}={','.join(map(str, dims))}")]
+    report = _compile(path, work / f"{name}.cpu", True, 0, shapes)
     row: dict[str, Any] = {"model": name}
     if "error" in report:
         return {**row, "error": report["error"]}

@@ -281,3 +281,60 @@ def test_a_math_call_in_a_split_tail_loop_runs_unguarded_where_every_lane_is_in_
     compiled = CompiledModel(tmp_path / "out")
     feeds = random_inputs(compiled)
     assert compare_outputs(ort_run(path, feeds), compiled.run(feeds)).max_rel <= 1e-6
+
+
+def test_min_and_max_evaluate_each_operand_once_in_its_own_type() -> None:
+    """MIN and MAX of the C prelude are functions chosen by the operands' common type: as macros they
+    repeated their operands, and a bilinear resize's nested clamps grew into conditionals gcc did
+    not vectorize."""
+    import ctypes
+
+    from taso_py.codegen.backends.c.build import compile_shared
+    from taso_py.codegen.backends.c.emit import PRELUDE_TAIL
+
+    source = "#include <stdint.h>\n" + PRELUDE_TAIL + """
+static int calls = 0;
+static float one(void) { ++calls; return 1.0f; }
+int min_calls(void) { calls = 0; volatile float r = MIN(MAX(one(), 0.0f), 2.0f); (void)r; return calls; }
+int64_t min_i64(int64_t a, int64_t b) { return MIN(a, b); }
+double max_f64(double a, double b) { return MAX(a, b); }
+int32_t max_u8(uint8_t a, uint8_t b) { return MAX(a, b); }
+float min_mixed(int32_t a, float b) { return MIN(a, b); }
+"""
+    lib = ctypes.CDLL(str(compile_shared(source)))
+    lib.min_i64.restype, lib.min_i64.argtypes = ctypes.c_int64, [ctypes.c_int64] * 2
+    lib.max_f64.restype, lib.max_f64.argtypes = ctypes.c_double, [ctypes.c_double] * 2
+    lib.max_u8.argtypes = [ctypes.c_uint8] * 2
+    lib.min_mixed.restype, lib.min_mixed.argtypes = ctypes.c_float, [ctypes.c_int32, ctypes.c_float]
+    assert lib.min_calls() == 1
+    assert lib.min_i64(2**41, 2**40 + 1) == 2**40 + 1  # not truncated to int
+    assert lib.max_f64(0.1, 0.2) == 0.2 and lib.max_u8(200, 100) == 200
+    assert lib.min_mixed(3, 2.5) == 2.5
+
+
+def test_a_resize_loops_over_its_output_rows(tmp_path: Path) -> None:
+    """A gather whose rows (12 wide) are not a whole number of vectors runs row by row, the row's
+    coordinates computed once, instead of one loop over every element split into vectors (each
+    element dividing its index back into coordinates)."""
+    from onnx import TensorProto, helper
+
+    from taso_py.codegen.graph import compile_graph
+    from taso_py.codegen.runtime import CompiledModel, random_inputs
+    from taso_py.onnx_io import load_model
+    from taso_py.runtime import compare_outputs
+    from taso_py.runtime import run as ort_run
+
+    scales = helper.make_tensor("scales", TensorProto.FLOAT, [4], [1.0, 1.0, 2.0, 2.0])
+    graph = helper.make_graph([helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 12, 12])], [scales])
+    opsets = [helper.make_opsetid("", 13)]
+    path = tmp_path / "resize.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=opsets,
+                                       ir_version=helper.find_min_ir_version_for(opsets)).SerializeToString())
+    compile_graph(load_model(path).graph, tmp_path / "out")
+    source = (tmp_path / "out" / "model.c").read_text()
+    assert re.search(r"#pragma omp simd\n\s*for \(int32_t (\w+) = 0; \1 < 12; \+\+\1\)", source), source[-3000:]
+    compiled = CompiledModel(tmp_path / "out")
+    feeds = random_inputs(compiled)
+    assert compare_outputs(ort_run(path, feeds), compiled.run(feeds)).max_rel <= 1e-6

@@ -83,8 +83,11 @@ def schedule_elementwise(s: Schedule, stage: Stage, cfg: Config) -> None:
     When the innermost axis is not a whole number of vectors, the trailing axes every operand
     reads contiguously are fused first (a 56 x 56 plane is 196 vectors); a short innermost
     axis that is not a power of two (gcc's vector lanes must be one) and cannot be fused so
-    is not split: the whole output is fused and split instead, so it still runs in
-    vector-width chunks, through `#pragma omp simd` since its reads are no longer contiguous.
+    is not split: from 8 wide it runs whole, as an `omp simd` loop under the other axes fused
+    (a resize's row: the coordinates along the other axes computed once a row, not divided
+    back out of a flat index for every element, which ran at half the speed); a shorter one is
+    fused with the rest of the output and split instead, so it still runs in vector-width
+    chunks, through `#pragma omp simd` since its reads are no longer contiguous.
     """
     axes = list(stage.leaf)
     if not axes:
@@ -101,6 +104,9 @@ def schedule_elementwise(s: Schedule, stage: Stage, cfg: Config) -> None:
     if last.extent >= width or _power_of_two(last.extent):
         outer, inner = stage.split(last, min(width, last.extent))
         fused = fuse_all(stage, [*axes[:-1], outer])
+    elif last.extent >= 8 and len(axes) > 1:
+        fused, inner = fuse_all(stage, axes[:-1]), last
+        stage.vectorize(inner)
     else:
         fused, inner = stage.split(fuse_all(stage, axes), width)
     vectorize_lanes(stage, inner)

@@ -70,9 +70,20 @@ static inline int32_t fmod_i32(int32_t a, int32_t b) {
   int32_t r = a % b; return r + ((r != 0) & ((r < 0) != (b < 0))) * b; }
 /* glibc's vector math (libmvec): `omp simd` loops call e.g. _ZGVeN16v_expf, 16 lanes at a time */
 """
-PRELUDE_TAIL = r"""#define MIN(a, b) ((a) < (b) ? (a) : (b))
-#define MAX(a, b) ((a) > (b) ? (a) : (b))
-"""
+# the C types `(a) + (b)` can have for the operands this backend emits (narrower integers promote to
+# int, the last: the default)
+_MINMAX_TYPES = (("f", "float"), ("d", "double"), ("l", "long"), ("ul", "unsigned long"), ("ll", "long long"),
+                 ("u", "unsigned"), ("i", "int"))
+# MIN and MAX are functions chosen by the operands' common type (what `a < b ? a : b` converts them
+# to), not macros: a macro repeats its operands, so a bilinear resize's clamped coordinates,
+# MIN(MAX(x, 0), 5) inside MIN(... + 1, 5), grew into nested conditionals gcc would not if-convert
+# ("control flow in loop"), and the loop stayed scalar.
+PRELUDE_TAIL = "".join(
+    f"static inline {t} taso_{op}_{k}({t} a, {t} b) {{ return a {cmp} b ? a : b; }}\n"
+    for op, cmp in (("min", "<"), ("max", ">")) for k, t in _MINMAX_TYPES) + "".join(
+    f"#define {op.upper()}(a, b) _Generic((a) + (b), "
+    + ", ".join(f"{t}: taso_{op}_{k}" for k, t in _MINMAX_TYPES[:-1]) + f", default: taso_{op}_i)(a, b)\n"
+    for op in ("min", "max"))
 
 SMALL_LOCAL = 64 * 1024  # bytes: local buffers up to this size live on the stack
 
