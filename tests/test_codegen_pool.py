@@ -198,16 +198,40 @@ def test_an_index_split_into_digits_and_put_back_together_is_the_loop_variable()
     assert str(simplify(((f // 4) % 3) * 4 + f % 4, {f: (0, 99)})) == "f % 12"  # no outer digit: a wider remainder
 
 
+def _compile_onnx(tmp_path: Path, name: str, nodes: list, x: list[int], y: list[int], inits: tuple = (),
+                  opset: int = 17) -> tuple[Path, Path]:
+    """A model of one float input `x` and output `y`, saved as `name`.onnx and compiled for the CPU into
+    the directory `name`: (model, directory)."""
+    from onnx import TensorProto, helper
+
+    from taso_py.codegen.graph import compile_graph
+    from taso_py.onnx_io import load_model
+
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, y)], list(inits))
+    opsets = [helper.make_opsetid("", opset)]
+    path = tmp_path / f"{name}.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=opsets,
+                                       ir_version=helper.find_min_ir_version_for(opsets)).SerializeToString())
+    compile_graph(load_model(path).graph, tmp_path / name)
+    return path, tmp_path / name
+
+
+def _error_against_ort(path: Path, directory: Path) -> float:
+    """max|a-b| / max|a| of the compiled module against ORT on the model, seeded random inputs."""
+    from taso_py.codegen.runtime import CompiledModel, random_inputs
+    from taso_py.runtime import compare_outputs
+    from taso_py.runtime import run as ort_run
+
+    compiled = CompiledModel(directory)
+    feeds = random_inputs(compiled)
+    return compare_outputs(ort_run(path, feeds), compiled.run(feeds)).max_rel
+
+
 def test_a_reshaped_gelu_loads_by_the_loop_variable_and_cubes_without_powf(tmp_path: Path) -> None:
     """GPT-2's tanh GELU after a reshape took 17 ns an element: every load divided its index into
     digits and put them back together, and powf(x, 3) is a libm call no loop vectorizes."""
     from onnx import TensorProto, helper
-
-    from taso_py.codegen.graph import compile_graph
-    from taso_py.codegen.runtime import CompiledModel, random_inputs
-    from taso_py.onnx_io import load_model
-    from taso_py.runtime import compare_outputs
-    from taso_py.runtime import run as ort_run
 
     def scalar(name: str, value: float) -> object:
         return helper.make_tensor(name, TensorProto.FLOAT, [], [value])
@@ -216,71 +240,38 @@ def test_a_reshaped_gelu_loads_by_the_loop_variable_and_cubes_without_powf(tmp_p
              helper.make_node("Mul", ["p", "c"], ["m"]), helper.make_node("Add", ["r", "m"], ["a"]),
              helper.make_node("Tanh", ["a"], ["y"])]
     shape = helper.make_tensor("shape", TensorProto.INT64, [3], [2, 8, 128])
-    graph = helper.make_graph(nodes, "gelu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 128])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8, 128])],
-                              [shape, scalar("three", 3.0), scalar("c", 0.044715)])
-    opsets = [helper.make_opsetid("", 17)]
-    model = helper.make_model(graph, opset_imports=opsets, ir_version=helper.find_min_ir_version_for(opsets))
-    path = tmp_path / "gelu.onnx"
-    path.write_bytes(model.SerializeToString())
-    compile_graph(load_model(path).graph, tmp_path / "out")
-    source = (tmp_path / "out" / "model.c").read_text()
-    kernel = source[source.index("void k0("):]
-    assert "powf" not in kernel and " / " not in kernel and " % " not in kernel, kernel[:2000]
-    compiled = CompiledModel(tmp_path / "out")
-    feeds = random_inputs(compiled)
-    assert compare_outputs(ort_run(path, feeds), compiled.run(feeds)).max_rel <= 1e-6
+    path, out = _compile_onnx(tmp_path, "gelu", nodes, [16, 128], [2, 8, 128],
+                              (shape, scalar("three", 3.0), scalar("c", 0.044715)))
+    source = (out / "model.c").read_text()
+    kernels = source[source.index("void k0("):]
+    assert "powf" not in kernels and " / " not in kernels and " % " not in kernels, kernels[:2000]
+    assert _error_against_ort(path, out) <= 1e-6
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: every loop runs on it")
 def test_kernels_too_short_to_share_run_on_one_thread(tmp_path: Path) -> None:
     """Waking the pool costs microseconds: a softmax over 4 x 17 runs on the caller alone (its loops'
     thread limit 1), a 256^3 matrix product on every thread (limit 0: the pool's)."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
-    from taso_py.codegen.graph import compile_graph
-    from taso_py.onnx_io import load_model
+    def limits(op: str, inputs: list[str], shape: list[int], inits: tuple = ()) -> set[str]:
+        _, out = _compile_onnx(tmp_path, op, [helper.make_node(op, inputs, ["y"])], shape, shape, inits)
+        return set(re.findall(r"taso_parallel_for\(\d+, \w+, \(void\*\)&ctx_, (\d+)\)", (out / "model.c").read_text()))
 
-    def limits(nodes: list, x: list[int], y: list[int], inits: list) -> set[str]:
-        graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x)],
-                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, y)], inits)
-        opsets = [helper.make_opsetid("", 17)]
-        path = tmp_path / f"{nodes[0].op_type}.onnx"
-        path.write_bytes(helper.make_model(graph, opset_imports=opsets,
-                                           ir_version=helper.find_min_ir_version_for(opsets)).SerializeToString())
-        compile_graph(load_model(path).graph, tmp_path / nodes[0].op_type)
-        source = (tmp_path / nodes[0].op_type / "model.c").read_text()
-        return set(re.findall(r"taso_parallel_for\(\d+, \w+, \(void\*\)&ctx_, (\d+)\)", source))
-
-    assert limits([helper.make_node("Softmax", ["x"], ["y"])], [4, 17], [4, 17], []) == {"1"}
+    assert limits("Softmax", ["x"], [4, 17]) == {"1"}
     w = numpy_helper.from_array(np.ones((256, 256), np.float32), "w")
-    assert "0" in limits([helper.make_node("MatMul", ["x", "w"], ["y"])], [256, 256], [256, 256], [w])
+    assert "0" in limits("MatMul", ["x", "w"], [256, 256], (w,))
 
 
 def test_a_math_call_in_a_split_tail_loop_runs_unguarded_where_every_lane_is_in_range(tmp_path: Path) -> None:
     """Rows of 17 split into vectors of 16: under the tail's `if`, gcc calls expf lane by lane (libmvec's
     vector variants are `notinbranch`); where the whole vector is in range the loop has no `if`."""
-    from onnx import TensorProto, helper
+    from onnx import helper
 
-    from taso_py.codegen.graph import compile_graph
-    from taso_py.codegen.runtime import CompiledModel, random_inputs
-    from taso_py.onnx_io import load_model
-    from taso_py.runtime import compare_outputs
-    from taso_py.runtime import run as ort_run
-
-    graph = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"])], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [68, 17])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [68, 17])])
-    opsets = [helper.make_opsetid("", 17)]
-    path = tmp_path / "softmax.onnx"
-    path.write_bytes(helper.make_model(graph, opset_imports=opsets,
-                                       ir_version=helper.find_min_ir_version_for(opsets)).SerializeToString())
-    compile_graph(load_model(path).graph, tmp_path / "out")
-    source = (tmp_path / "out" / "model.c").read_text()
+    path, out = _compile_onnx(tmp_path, "softmax", [helper.make_node("Softmax", ["x"], ["y"])], [68, 17], [68, 17])
+    source = (out / "model.c").read_text()
     assert re.search(r"#pragma omp simd\n\s*for \([^\n]*\n\s*\w+\[[^\n]*\] = expf\(", source), source
-    compiled = CompiledModel(tmp_path / "out")
-    feeds = random_inputs(compiled)
-    assert compare_outputs(ort_run(path, feeds), compiled.run(feeds)).max_rel <= 1e-6
+    assert _error_against_ort(path, out) <= 1e-6
 
 
 def test_min_and_max_evaluate_each_operand_once_in_its_own_type() -> None:
@@ -318,23 +309,9 @@ def test_a_resize_loops_over_its_output_rows(tmp_path: Path) -> None:
     element dividing its index back into coordinates)."""
     from onnx import TensorProto, helper
 
-    from taso_py.codegen.graph import compile_graph
-    from taso_py.codegen.runtime import CompiledModel, random_inputs
-    from taso_py.onnx_io import load_model
-    from taso_py.runtime import compare_outputs
-    from taso_py.runtime import run as ort_run
-
     scales = helper.make_tensor("scales", TensorProto.FLOAT, [4], [1.0, 1.0, 2.0, 2.0])
-    graph = helper.make_graph([helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear")], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 12, 12])], [scales])
-    opsets = [helper.make_opsetid("", 13)]
-    path = tmp_path / "resize.onnx"
-    path.write_bytes(helper.make_model(graph, opset_imports=opsets,
-                                       ir_version=helper.find_min_ir_version_for(opsets)).SerializeToString())
-    compile_graph(load_model(path).graph, tmp_path / "out")
-    source = (tmp_path / "out" / "model.c").read_text()
+    resize = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear")
+    path, out = _compile_onnx(tmp_path, "resize", [resize], [1, 4, 6, 6], [1, 4, 12, 12], (scales,), opset=13)
+    source = (out / "model.c").read_text()
     assert re.search(r"#pragma omp simd\n\s*for \(int32_t (\w+) = 0; \1 < 12; \+\+\1\)", source), source[-3000:]
-    compiled = CompiledModel(tmp_path / "out")
-    feeds = random_inputs(compiled)
-    assert compare_outputs(ort_run(path, feeds), compiled.run(feeds)).max_rel <= 1e-6
+    assert _error_against_ort(path, out) <= 1e-6
