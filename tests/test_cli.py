@@ -163,6 +163,13 @@ def _conv_channels() -> onnx.ModelProto:
     return tiny([helper.make_node("Conv", ["x", "w"], ["y"])], [vi("x", [1, 3, 8, 8])], [vi("y", [1, 8, 6, 6])], [w])
 
 
+def _reshape_copies_a_missing_dim() -> onnx.ModelProto:
+    """Fuzz case 177333, damaged: a 0 in a Reshape's target where the input has no such dim (an
+    internal IndexError in `taso info` before)."""
+    shape = numpy_helper.from_array(np.array([2, 3, 0], np.int64), "shape")
+    return tiny([helper.make_node("Reshape", ["x", "shape"], ["y"])], [vi("x", [2, 3])], [vi("y", [2, 3, 1])], [shape])
+
+
 def _dangling() -> onnx.ModelProto:
     return tiny([helper.make_node("Relu", ["ghost"], ["y"])], [vi("x", [2])], [vi("y", [2])])
 
@@ -173,7 +180,8 @@ def _dangling() -> onnx.ModelProto:
     (_shape_mismatch, ("add:", "do not broadcast")),
     (_conv_channels, ("conv2d:", "groups=1 do not fit")),
     (_dangling, ("'ghost'",)),
-], ids=["cycle", "dtype", "broadcast", "conv-channels", "dangling"])
+    (_reshape_copies_a_missing_dim, ("copies dim 2 of a rank-2 input",)),
+], ids=["cycle", "dtype", "broadcast", "conv-channels", "dangling", "reshape-zero"])
 def test_bad_models(tmp_path: Path, build, fragments: tuple[str, ...]) -> None:
     path = save(build(), tmp_path / "bad.onnx")
     before = digest(path)

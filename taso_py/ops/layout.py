@@ -207,6 +207,10 @@ def _sym_reshape(s: Sequence[tuple], a: ShapeAttrs, _A: Arith) -> SymShape:
 
 def resolve_reshape(source: tuple[int, ...], target: Sequence[int], allowzero: bool = False) -> tuple[int, ...]:
     """ONNX Reshape's target with 0 (copy the input dim) and -1 (infer) resolved."""
+    copied = [i for i, d in enumerate(target) if d == 0 and not allowzero and i >= len(source)]
+    if copied:
+        raise ShapeError(f"reshape target {list(target)} copies dim {copied[0]} of a rank-{len(source)} input (a 0 "
+                         "there means the input's dim)")
     dims = [source[i] if d == 0 and not allowzero else int(d) for i, d in enumerate(target)]
     if dims.count(-1) > 1:
         raise ShapeError(f"reshape target {list(target)} has more than one -1")
