@@ -23,7 +23,7 @@ import numpy as np
 from taso_py.codegen import isa
 from taso_py.codegen.errors import CodegenError
 from taso_py.codegen.target import Target
-from taso_py.errors import InputError
+from taso_py.errors import InputError, first_line
 from taso_py.runtime import Latency, random_arrays
 
 MANIFEST_VERSION = 1
@@ -228,8 +228,7 @@ class CompiledModel:
         try:
             run.session.run_with_iobinding(binding)
         except Exception as e:  # ORT raises its own exception types
-            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise CodegenError(f"{self.directory}: ONNX Runtime failed on {run.model}: {reason}") from None
+            raise CodegenError(f"{self.directory}: ONNX Runtime failed on {run.model}: {first_line(e)}") from None
         if dynamic:
             values = binding.get_outputs()
             for key in dynamic:
