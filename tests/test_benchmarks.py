@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import codegen_kernels, compile_suite, optimize_suite, roofline, rule_generation, under_load
+from benchmarks import (
+    codegen_kernels,
+    compile_suite,
+    corpus_speed,
+    optimize_suite,
+    roofline,
+    rule_generation,
+    under_load,
+)
 from taso_py.library.store import default_path
 
 
@@ -51,6 +59,18 @@ def test_compile_suite_tabulates_ours_against_ort(tmp_path: Path) -> None:
     assert doc["summary"]["failed"] == 0 and doc["summary"]["geomean_speedup"] > 0
     assert "| nasrnn |" in (tmp_path / "compile_suite.md").read_text()
     assert (tmp_path / "compile_suite.png").stat().st_size > 1000
+
+
+def test_corpus_speed_times_real_exports_against_ort(tmp_path: Path) -> None:
+    """Two corpus exports, one with an LSTM that ORT runs inside the module."""
+    doc = corpus_speed.main(["--models", "mlp_dropout_bn_torch_op13,lstm_torch_op9", "--threads", "1", "--runs", "3",
+                             "--out", str(tmp_path)])
+    rows = {r["model"]: r for r in doc["rows"]}
+    assert set(rows) == {"mlp_dropout_bn_torch_op13", "lstm_torch_op9"}
+    assert rows["lstm_torch_op9"]["fallback_nodes"] == 1
+    for r in rows.values():
+        assert r["max_rel_error"] <= 1e-4 and r["ms"][1]["ours"] > 0 and r["ms"][1]["ort"] > 0 and r["speedup"][1] > 0
+    assert doc["geomean"][1] > 0 and "| lstm_torch_op9 |" in (tmp_path / "corpus_speed.md").read_text()
 
 
 @pytest.mark.slow  # measures the machine's peak and bandwidth at each thread count first (about 30 s)
