@@ -41,7 +41,7 @@ from benchmarks.models import MODELS, build
 from taso_py.atomic import write_json, write_text
 
 
-def _compile(model: Path, out: Path, optimize: bool, tune: int, extra: Sequence[str] = ()) -> dict[str, Any]:
+def taso_compile(model: Path, out: Path, optimize: bool, tune: int, extra: Sequence[str] = ()) -> dict[str, Any]:
     """`taso compile` in a process of its own, as a user runs it: its --json report, or {"error": line}."""
     cmd = [sys.executable, "-m", "taso_py", "compile", str(model), "--target", "cpu", "-o", str(out), "--json", *extra]
     cmd += [] if optimize else ["--no-optimize"]
@@ -58,7 +58,7 @@ def build_and_compile(name: str, size: str, work: Path) -> tuple[Path, Path, str
     """The suite model saved as ONNX and compiled as a user compiles it: (model, directory, error)."""
     source = work / f"{name}.onnx"
     onnx.save(build(name, size), source)
-    report = _compile(source, work / f"{name}.cpu", True, 0)
+    report = taso_compile(source, work / f"{name}.cpu", True, 0)
     return source, work / f"{name}.cpu", report.get("error")
 
 
@@ -66,7 +66,7 @@ def _rel_error(want: dict[str, np.ndarray], got: dict[str, np.ndarray]) -> float
     return max(float(np.max(np.abs(got[k] - w)) / max(float(np.max(np.abs(w))), 1e-30)) for k, w in want.items())
 
 
-def _samples(contenders: dict[str, Any], runs: int, min_seconds: float = 1.0) -> dict[str, list[float]]:
+def samples_in_turn(contenders: dict[str, Any], runs: int, min_seconds: float = 1.0) -> dict[str, list[float]]:
     """Milliseconds of each callable, called in turn round after round (three warm-up calls each)."""
     for fn in contenders.values():
         for _ in range(3):
@@ -83,7 +83,7 @@ def _samples(contenders: dict[str, Any], runs: int, min_seconds: float = 1.0) ->
 
 def time_in_turn(contenders: dict[str, Any], runs: int, min_seconds: float = 1.0) -> dict[str, float]:
     """Median ms of each callable (see `_samples`)."""
-    return {k: statistics.median(v) for k, v in _samples(contenders, runs, min_seconds).items()}
+    return {k: statistics.median(v) for k, v in samples_in_turn(contenders, runs, min_seconds).items()}
 
 
 def paired_ratio(a: list[float], b: list[float]) -> float:
@@ -98,8 +98,8 @@ def run_model(name: str, size: str, runs: int, tune: int, threads: int, peak: fl
     source = work / f"{name}.onnx"
     onnx.save(build(name, size), source)
     row: dict[str, Any] = {"model": name}
-    default = _compile(source, work / f"{name}.cpu", True, tune)
-    plain = _compile(source, work / f"{name}.plain.cpu", False, tune)
+    default = taso_compile(source, work / f"{name}.cpu", True, tune)
+    plain = taso_compile(source, work / f"{name}.plain.cpu", False, tune)
     for label, rep in (("default", default), ("imported", plain)):
         if "error" in rep:
             row["error"] = f"{label} compile: {rep['error']}"
@@ -111,7 +111,7 @@ def run_model(name: str, size: str, runs: int, tune: int, threads: int, peak: fl
     ort_opt = session(work / f"{name}.cpu" / "model.onnx", threads)
     want = dict(zip([o.name for o in ort.get_outputs()], ort.run(None, feeds)))
     row["max_rel_error"] = max(_rel_error(want, ours.run(feeds)), _rel_error(want, ours_plain.run(feeds)))
-    samples = _samples({"ours": lambda: ours.run(feeds), "ours_imported": lambda: ours_plain.run(feeds),
+    samples = samples_in_turn({"ours": lambda: ours.run(feeds), "ours_imported": lambda: ours_plain.run(feeds),
                         "ort": lambda: ort.run(None, feeds), "ort_same_graph": lambda: ort_opt.run(None, feeds)},
                        runs, min_seconds=3.0)
     ms = {k: statistics.median(v) for k, v in samples.items()}
@@ -134,10 +134,15 @@ def run_model(name: str, size: str, runs: int, tune: int, threads: int, peak: fl
     return row
 
 
+def geomean(values: Sequence[float]) -> float:
+    """The geometric mean of speed ratios (0 for none)."""
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else 0.0
+
+
 def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     ok = [r for r in rows if "error" not in r]
     ratios = [r["speedup"] for r in ok]
-    return {"geomean_speedup": round(math.exp(sum(map(math.log, ratios)) / len(ratios)), 3) if ratios else 0.0,
+    return {"geomean_speedup": round(geomean(ratios), 3),
             "min_speedup": min(ratios, default=0.0), "models": len(rows), "failed": len(rows) - len(ok)}
 
 

@@ -16,7 +16,6 @@ benchmarks/results).
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import shutil
 import statistics
@@ -25,7 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks.compile_suite import _compile, _samples, paired_ratio
+from benchmarks.compile_suite import geomean, paired_ratio, samples_in_turn, taso_compile
 from benchmarks.machine_info import identify
 from taso_py.atomic import write_json, write_text
 from tests.corpus import CORPUS, save
@@ -41,7 +40,7 @@ def time_entry(name: str, work: Path, threads: list[int], runs: int) -> dict[str
     entry = TORCH[name]
     path = save(entry.build(), work / f"{name}.onnx", external_data=entry.external_data)
     shapes = [a for k, dims in entry.input_shapes.items() for a in ("--input-shape", f"{k}={','.join(map(str, dims))}")]
-    report = _compile(path, work / f"{name}.cpu", True, 0, shapes)
+    report = taso_compile(path, work / f"{name}.cpu", True, 0, shapes)
     row: dict[str, Any] = {"model": name}
     if "error" in report:
         return {**row, "error": report["error"]}
@@ -53,14 +52,10 @@ def time_entry(name: str, work: Path, threads: list[int], runs: int) -> dict[str
         ours = CompiledModel(shutil.copytree(work / f"{name}.cpu", work / f"{name}.{t}t.cpu"))
         feeds = random_inputs(ours)
         ort = session(path, t)
-        samples = _samples({"ours": partial(ours.run, feeds), "ort": partial(ort.run, None, feeds)}, runs, 2.0)
+        samples = samples_in_turn({"ours": partial(ours.run, feeds), "ort": partial(ort.run, None, feeds)}, runs, 2.0)
         row["ms"][t] = {k: round(statistics.median(v), 4) for k, v in samples.items()}
         row["speedup"][t] = round(paired_ratio(samples["ort"], samples["ours"]), 3)
     return row
-
-
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
 
 
 def markdown(doc: dict[str, Any]) -> str:

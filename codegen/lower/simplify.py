@@ -122,11 +122,11 @@ def _recombine(lin: Linear) -> Linear:
         if not (isinstance(mod, Binary) and mod.op == "%" and isinstance(mod.b, Const)):
             continue
         k = int(mod.b.value)
-        div = _ATOMS.get(_key(Binary("//", mod.a, mod.b)))
+        div_key = _key(Binary("//", mod.a, mod.b))
+        div = _ATOMS.get(div_key)
         if div is not None and lin.terms.get(div) == m * k:
             rest = Linear({a: c for a, c in lin.terms.items() if a is not mod and a is not div}, lin.constant)
             return _recombine(rest.add(linear(mod.a).scale(m)))
-        div_key = _key(Binary("//", mod.a, mod.b))
         for digit, c in lin.terms.items():
             if (c == m * k and isinstance(digit, Binary) and digit.op == "%" and isinstance(digit.b, Const)
                     and digit.b.value > 0 and _key(digit.a) == div_key):
