@@ -102,9 +102,12 @@ for _ in range(40):
     out = np.zeros_like(x)
     mod["scale"](x, out)
     assert np.array_equal(out, x * 2 + 1)
-spells = mod.lib.taso_pool_solo_spells
-spells.restype = ctypes.c_long
-print(spells())
+counts = []
+for name in ("taso_pool_solo_spells", "taso_pool_pulls"):
+    fn = getattr(mod.lib, name)
+    fn.restype = ctypes.c_long
+    counts.append(fn())
+print(*counts)
 """
 
 
@@ -116,7 +119,46 @@ def test_a_worker_kept_off_its_core_sends_the_loops_to_the_caller_alone() -> Non
     done = subprocess.run([sys.executable, "-c", SHARED_CORE.format(root=root)], env=env, timeout=120,
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
-    assert int(done.stdout) > 0
+    spells, pulls = map(int, done.stdout.split())
+    assert spells > 0
+    assert pulls > 0  # the caller, about to sleep, handed its core to the worker holding a chunk
+
+
+MOVE_OFF = """
+import ctypes, os, sys, numpy as np
+sys.path.insert(0, {root!r})
+from tests.test_codegen_pool import _scale_kernel
+mod = _scale_kernel(1 << 12)
+x = np.ones((1 << 12, 24), np.float32)
+out = np.zeros_like(x)
+before = set(os.listdir("/proc/self/task"))
+mod["scale"](x, out)  # starts the pool: its one worker is the new thread
+worker = int((set(os.listdir("/proc/self/task")) - before).pop())
+cpus = os.sched_getaffinity(0)
+caller_cpu = min(cpus)
+os.sched_setaffinity(0, {{caller_cpu}})
+os.sched_setaffinity(worker, {{caller_cpu}})  # the two pool threads on one CPU, as the balancer may leave them
+moves = mod.lib.taso_pool_moves
+moves.restype = ctypes.c_long
+for _ in range(20):
+    out[:] = 0
+    mod["scale"](x, out)
+    assert np.array_equal(out, x * 2 + 1)
+print(moves(), sorted(os.sched_getaffinity(worker)) == sorted(cpus))
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_a_worker_on_the_callers_cpu_moves_off_it_and_keeps_its_cpus() -> None:
+    """A worker that starts a job on the caller's CPU migrates to another of its CPUs, and then
+    may run on every CPU it could before (the narrowing lasts one system call)."""
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "TASO_NUM_THREADS": "2", "TASO_SPIN_US": "0"}
+    done = subprocess.run([sys.executable, "-c", MOVE_OFF.format(root=root)], env=env, timeout=120,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    moves, kept = done.stdout.split()
+    assert int(moves) >= 1 and kept == "True"
 
 
 @pytest.mark.parametrize("threads", ["1", "2", "3"])
