@@ -102,12 +102,9 @@ for _ in range(40):
     out = np.zeros_like(x)
     mod["scale"](x, out)
     assert np.array_equal(out, x * 2 + 1)
-counts = []
-for name in ("taso_pool_solo_spells", "taso_pool_pulls"):
-    fn = getattr(mod.lib, name)
-    fn.restype = ctypes.c_long
-    counts.append(fn())
-print(*counts)
+spells = mod.lib.taso_pool_solo_spells
+spells.restype = ctypes.c_long
+print(spells())
 """
 
 
@@ -119,21 +116,71 @@ def test_a_worker_kept_off_its_core_sends_the_loops_to_the_caller_alone() -> Non
     done = subprocess.run([sys.executable, "-c", SHARED_CORE.format(root=root)], env=env, timeout=120,
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
-    spells, pulls = map(int, done.stdout.split())
-    assert spells > 0
-    assert pulls > 0  # the caller, about to sleep, handed its core to the worker holding a chunk
+    assert int(done.stdout) > 0
+
+
+def _matmul_kernel(n: int) -> object:
+    """c = a @ b (n x n), rows in parallel and not vectorized: chunks of milliseconds."""
+    a = te.placeholder((n, n), name="a")
+    b = te.placeholder((n, n), name="b")
+    r = te.reduce_axis(n, "r")
+    c = te.compute((n, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="c")
+    s = create_schedule([c])
+    s[c].parallel(s[c].leaf[0])
+    return build(lower(s, [a, b, c], "matmul"))
+
+
+PULL = """
+import ctypes, os, subprocess, sys, numpy as np
+sys.path.insert(0, {root!r})
+from tests.test_codegen_pool import _matmul_kernel
+mod = _matmul_kernel(256)
+a = np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32)
+c = np.zeros_like(a)
+mod["matmul"](a, a, c)  # starts the pool: its one worker is the new thread
+while not (worker := mod.lib.taso_pool_worker_tid(0)):  # set as the worker starts
+    pass
+mine, other = sorted(os.sched_getaffinity(0))[:2]
+os.sched_setscheduler(worker, os.SCHED_IDLE, os.sched_param(0))  # and yields it to that process
+os.sched_setaffinity(0, {{mine}})
+busy = subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                        preexec_fn=lambda: os.sched_setaffinity(0, {{other}}))
+try:
+    for _ in range(20):
+        os.sched_setaffinity(worker, {{other}})  # the worker shares its core with a busy process
+        c[:] = 0
+        mod["matmul"](a, a, c)
+        np.testing.assert_allclose(c, a @ a, rtol=1e-4, atol=1e-3)
+finally:
+    busy.kill()
+pulls = mod.lib.taso_pool_pulls
+pulls.restype = ctypes.c_long
+print(pulls())
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_a_caller_about_to_sleep_pulls_the_worker_that_holds_a_chunk() -> None:
+    """The worker's core is shared with a busy process: the caller, done with its chunks while the
+    worker waits for its core holding one, hands the worker its own core before it sleeps."""
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "TASO_NUM_THREADS": "2", "TASO_SOLO_MS": "0"}
+    done = subprocess.run([sys.executable, "-c", PULL.format(root=root)], env=env, timeout=120,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) > 0
 
 
 MOVE_OFF = """
-import ctypes, os, sys, numpy as np
+import ctypes, os, sys, time, numpy as np
 sys.path.insert(0, {root!r})
 from tests.test_codegen_pool import _scale_kernel
 mod = _scale_kernel(1 << 12)
 x = np.ones((1 << 12, 24), np.float32)
 out = np.zeros_like(x)
-before = set(os.listdir("/proc/self/task"))
 mod["scale"](x, out)  # starts the pool: its one worker is the new thread
-worker = int((set(os.listdir("/proc/self/task")) - before).pop())
+while not (worker := mod.lib.taso_pool_worker_tid(0)):  # set as the worker starts
+    pass
 cpus = os.sched_getaffinity(0)
 caller_cpu = min(cpus)
 os.sched_setaffinity(0, {{caller_cpu}})
@@ -144,6 +191,7 @@ for _ in range(20):
     out[:] = 0
     mod["scale"](x, out)
     assert np.array_equal(out, x * 2 + 1)
+    time.sleep(0.01)  # the CPU they share idles: a worker woken for a job the caller ran alone gets it
 print(moves(), sorted(os.sched_getaffinity(worker)) == sorted(cpus))
 """
 
@@ -153,7 +201,7 @@ def test_a_worker_on_the_callers_cpu_moves_off_it_and_keeps_its_cpus() -> None:
     """A worker that starts a job on the caller's CPU migrates to another of its CPUs, and then
     may run on every CPU it could before (the narrowing lasts one system call)."""
     root = str(Path(__file__).resolve().parents[1])
-    env = {**os.environ, "TASO_NUM_THREADS": "2", "TASO_SPIN_US": "0"}
+    env = {**os.environ, "TASO_NUM_THREADS": "2", "TASO_SPIN_US": "0", "TASO_SOLO_MS": "0"}  # no solo spells
     done = subprocess.run([sys.executable, "-c", MOVE_OFF.format(root=root)], env=env, timeout=120,
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr

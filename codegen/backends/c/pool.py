@@ -58,9 +58,11 @@ static struct {
   _Atomic long moves;
   struct { taso_task fn; long ns; } size[256];  /* a loop's thread-ns when it last ran, by function */
   _Atomic int caller_cpu;                        /* the CPU the running job was submitted from */
-  _Atomic int tid[TASO_TRACKED], holding[TASO_TRACKED], pulled[TASO_TRACKED];  /* per worker */
+  _Atomic int tid[TASO_TRACKED], chunk_state[TASO_TRACKED];  /* per worker: TASO_IDLE, _HOLDING, _PULLED */
+  pthread_mutex_t pull_mu;  /* a pull's pin happens before the pulled worker's unpin */
 } taso_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
-               PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER};
+               PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, .pull_mu = PTHREAD_MUTEX_INITIALIZER};
+enum { TASO_IDLE, TASO_HOLDING, TASO_PULLED };
 
 #define TASO_WAITED_NS 3000000L  /* run-queue wait in a probe that means another process wants a core */
 #define TASO_PROBE_NS 10000000L  /* at most one look at the scheduler's statistics per thread this often */
@@ -122,11 +124,12 @@ static void taso_work(uint32_t gen, int32_t id) {
     if (atomic_compare_exchange_weak_explicit(&taso_pool.state, &s, ((uint64_t)gen << 32) | (uint32_t)end,
                                               memory_order_acq_rel, memory_order_acquire)) {
       claimed = 1;
-      if (tracked) atomic_store(&taso_pool.holding[id], 1);
+      if (tracked) atomic_store(&taso_pool.chunk_state[id], TASO_HOLDING);
       fn(ctx, i, end);
-      if (tracked) {
-        atomic_store(&taso_pool.holding[id], 0);
-        if (atomic_exchange(&taso_pool.pulled[id], 0)) sched_setaffinity(0, sizeof taso_own_cpus, &taso_own_cpus);
+      if (tracked && atomic_exchange(&taso_pool.chunk_state[id], TASO_IDLE) == TASO_PULLED) {
+        pthread_mutex_lock(&taso_pool.pull_mu);  /* after the caller's pin, never before it */
+        sched_setaffinity(0, sizeof taso_own_cpus, &taso_own_cpus);
+        pthread_mutex_unlock(&taso_pool.pull_mu);
       }
       /* the last chunk wakes a caller that stopped spinning (seq_cst: see taso_parallel_for) */
       if (atomic_fetch_add(&taso_pool.done, end - i) + (end - i) >= total && id >= 0
@@ -148,10 +151,13 @@ static void taso_pull_one_worker(void) {
   CPU_SET(sched_getcpu(), &here);
   for (int w = 0; w < taso_pool.threads - 1 && w < TASO_TRACKED; ++w) {
     int tid = atomic_load(&taso_pool.tid[w]);
-    if (tid && atomic_load(&taso_pool.holding[w]) && !atomic_exchange(&taso_pool.pulled[w], 1)) {
-      if (sched_setaffinity(tid, sizeof here, &here) == 0) taso_pool.pulls++;
-      return;
-    }
+    int holding = TASO_HOLDING;
+    if (!tid) continue;
+    pthread_mutex_lock(&taso_pool.pull_mu);
+    int pulled = atomic_compare_exchange_strong(&taso_pool.chunk_state[w], &holding, TASO_PULLED)
+                 && sched_setaffinity(tid, sizeof here, &here) == 0;
+    pthread_mutex_unlock(&taso_pool.pull_mu);
+    if (pulled) { taso_pool.pulls++; return; }
   }
 }
 static inline uint32_t taso_generation(void) {
@@ -184,7 +190,7 @@ static void* taso_worker(void* arg) {
 static void taso_pool_forget(void) {
   taso_pool.started = 0; taso_pool.threads = 0;
   for (int w = 0; w < TASO_TRACKED; ++w) {  /* the parent's workers: never move those from here */
-    atomic_store(&taso_pool.tid[w], 0); atomic_store(&taso_pool.holding[w], 0); atomic_store(&taso_pool.pulled[w], 0); }
+    atomic_store(&taso_pool.tid[w], 0); atomic_store(&taso_pool.chunk_state[w], TASO_IDLE); }
   if (taso_sched_fd >= 0) close(taso_sched_fd);  /* it names the parent's thread */
   taso_sched_fd = -2; taso_probe_at = 0; }
 static int taso_env_int(const char* name) { const char* v = getenv(name); return v && *v ? atoi(v) : 0; }
@@ -278,4 +284,6 @@ long taso_pool_solo_spells(void) { return taso_pool.solo_spells; }
 /* How often a worker moved off the caller's CPU, and how often the caller pulled one over. */
 long taso_pool_moves(void) { return atomic_load(&taso_pool.moves); }
 long taso_pool_pulls(void) { return taso_pool.pulls; }
+/* The kernel's thread id of worker k, 0 before it started (tests place the threads). */
+int taso_pool_worker_tid(int k) { return k >= 0 && k < TASO_TRACKED ? atomic_load(&taso_pool.tid[k]) : 0; }
 """
