@@ -72,6 +72,16 @@ def test_concurrent_callers_each_get_their_result() -> None:
     assert not errors
 
 
+def _run_script(script: str, env: dict[str, str]) -> str:
+    """`script` (formatted with the repository root) in a Python process of its own, with `env`
+    added to the environment: its stdout, once it exited 0."""
+    root = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run([sys.executable, "-c", script.format(root=root)], env={**os.environ, **env}, timeout=120,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 SCRIPT = """
 import os, sys, numpy as np
 sys.path.insert(0, {root!r})
@@ -111,12 +121,8 @@ print(spells())
 def test_a_worker_kept_off_its_core_sends_the_loops_to_the_caller_alone() -> None:
     """Two pool threads made to share one core: the worker waits for the core while it holds
     chunks, so the pool runs loops on the caller alone for a while (and results stay right)."""
-    root = str(Path(__file__).resolve().parents[1])
-    env = {**os.environ, "TASO_NUM_THREADS": "2", "TASO_SOLO_MS": "1"}
-    done = subprocess.run([sys.executable, "-c", SHARED_CORE.format(root=root)], env=env, timeout=120,
-                          capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
-    assert int(done.stdout) > 0
+    out = _run_script(SHARED_CORE, {"TASO_NUM_THREADS": "2", "TASO_SOLO_MS": "1"})
+    assert int(out) > 0
 
 
 def _matmul_kernel(n: int) -> object:
@@ -163,12 +169,8 @@ print(pulls())
 def test_a_caller_about_to_sleep_pulls_the_worker_that_holds_a_chunk() -> None:
     """The worker's core is shared with a busy process: the caller, done with its chunks while the
     worker waits for its core holding one, hands the worker its own core before it sleeps."""
-    root = str(Path(__file__).resolve().parents[1])
-    env = {**os.environ, "TASO_NUM_THREADS": "2", "TASO_SOLO_MS": "0"}
-    done = subprocess.run([sys.executable, "-c", PULL.format(root=root)], env=env, timeout=120,
-                          capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
-    assert int(done.stdout) > 0
+    out = _run_script(PULL, {"TASO_NUM_THREADS": "2", "TASO_SOLO_MS": "0"})
+    assert int(out) > 0
 
 
 MOVE_OFF = """
@@ -200,22 +202,14 @@ print(moves(), sorted(os.sched_getaffinity(worker)) == sorted(cpus))
 def test_a_worker_on_the_callers_cpu_moves_off_it_and_keeps_its_cpus() -> None:
     """A worker that starts a job on the caller's CPU migrates to another of its CPUs, and then
     may run on every CPU it could before (the narrowing lasts one system call)."""
-    root = str(Path(__file__).resolve().parents[1])
-    env = {**os.environ, "TASO_NUM_THREADS": "2", "TASO_SPIN_US": "0", "TASO_SOLO_MS": "0"}  # no solo spells
-    done = subprocess.run([sys.executable, "-c", MOVE_OFF.format(root=root)], env=env, timeout=120,
-                          capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
-    moves, kept = done.stdout.split()
+    out = _run_script(MOVE_OFF, {"TASO_NUM_THREADS": "2", "TASO_SPIN_US": "0", "TASO_SOLO_MS": "0"})  # no solo spells
+    moves, kept = out.split()
     assert int(moves) >= 1 and kept == "True"
 
 
 @pytest.mark.parametrize("threads", ["1", "2", "3"])
 def test_a_forked_child_and_any_thread_count_run_the_pool(threads: str, tmp_path: Path) -> None:
-    root = str(Path(__file__).resolve().parents[1])
-    env = {**os.environ, "TASO_NUM_THREADS": threads}
-    done = subprocess.run([sys.executable, "-c", SCRIPT.format(root=root)], env=env, timeout=120,
-                          capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
+    _run_script(SCRIPT, {"TASO_NUM_THREADS": threads})  # it exits non-zero if a result is wrong
 
 
 def test_a_split_tail_is_vector_code_with_a_guarded_fallback() -> None:
