@@ -191,6 +191,24 @@ def test_bad_models(tmp_path: Path, build, fragments: tuple[str, ...]) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.onnx"]
 
 
+def _ints(name: str, values: list[int]) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.array(values, np.int64), name)
+
+
+@pytest.mark.parametrize("node, inits", [
+    (helper.make_node("Split", ["x"], ["y", "z"], axis=0), []),
+    (helper.make_node("Concat", ["x", "x"], ["y"], axis=0), []),
+    (helper.make_node("Gather", ["x", "i"], ["y"], axis=0), [_ints("i", [0])]),
+    (helper.make_node("Squeeze", ["x", "a"], ["y"]), [_ints("a", [0])]),
+    (helper.make_node("Slice", ["x", "s", "e"], ["y"]), [_ints("s", [0]), _ints("e", [1])]),
+], ids=["split", "concat", "gather", "squeeze", "slice"])
+def test_an_axis_of_a_scalar_is_a_clear_error(tmp_path: Path, node: onnx.NodeProto, inits: list) -> None:
+    """Fuzz case 185187, damaged: a Split whose input was made rank 0 ended `taso info` in an
+    internal IndexError; so did these other operators given an axis of a scalar."""
+    model = tiny([node], [vi("x", [])], [vi(o, [1]) for o in node.output], inits)
+    assert_bad_input(taso("info", save(model, tmp_path / "bad.onnx")), node.op_type, "out of range for rank 0")
+
+
 @pytest.mark.parametrize("content, fragment", [
     (None, "no such file"),
     (b"", "empty file"),

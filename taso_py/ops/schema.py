@@ -163,10 +163,11 @@ def set_attr(obj: Any, name: str, value: Any) -> None:
 
 
 def norm_axis(axis: int, rank: int, what: str = "axis") -> int:
-    """A possibly negative axis as a positive one; a ShapeError when out of range."""
-    if not -rank <= axis < max(rank, 1):
+    """A possibly negative axis as a positive one; a ShapeError when out of range (a scalar has
+    no axis at all: ONNX's range for rank r is [-r, r-1])."""
+    if not -rank <= axis < rank:
         raise ShapeError(f"{what} {axis} out of range for rank {rank}")
-    return axis % max(rank, 1)
+    return axis % rank
 
 
 def same_dtype(in_types: Sequence[TensorType]) -> None:
