@@ -44,7 +44,7 @@ POOL_C = r"""
 #include <time.h>
 #include <unistd.h>
 typedef void (*taso_task)(void* ctx, int32_t begin, int32_t end);
-#define TASO_TRACKED 64  /* workers whose CPU the caller may pull (the rest are only counted on) */
+#define TASO_TRACKED 64  /* workers the caller may pull onto its core (any beyond are never pulled) */
 static struct {
   pthread_mutex_t submit, sleep_mu, done_mu;
   pthread_cond_t wake, done_cv;
