@@ -82,7 +82,7 @@ def samples_in_turn(contenders: dict[str, Any], runs: int, min_seconds: float = 
 
 
 def time_in_turn(contenders: dict[str, Any], runs: int, min_seconds: float = 1.0) -> dict[str, float]:
-    """Median ms of each callable (see `_samples`)."""
+    """Median ms of each callable (see `samples_in_turn`)."""
     return {k: statistics.median(v) for k, v in samples_in_turn(contenders, runs, min_seconds).items()}
 
 
@@ -112,8 +112,8 @@ def run_model(name: str, size: str, runs: int, tune: int, threads: int, peak: fl
     want = dict(zip([o.name for o in ort.get_outputs()], ort.run(None, feeds)))
     row["max_rel_error"] = max(_rel_error(want, ours.run(feeds)), _rel_error(want, ours_plain.run(feeds)))
     samples = samples_in_turn({"ours": lambda: ours.run(feeds), "ours_imported": lambda: ours_plain.run(feeds),
-                        "ort": lambda: ort.run(None, feeds), "ort_same_graph": lambda: ort_opt.run(None, feeds)},
-                       runs, min_seconds=3.0)
+                               "ort": lambda: ort.run(None, feeds), "ort_same_graph": lambda: ort_opt.run(None, feeds)},
+                              runs, min_seconds=3.0)
     ms = {k: statistics.median(v) for k, v in samples.items()}
     flops = sum(k["flops"] for k in ours_plain.manifest["kernels"])
     bound_ms = flops / (peak * 1e6)

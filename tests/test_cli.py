@@ -163,11 +163,15 @@ def _conv_channels() -> onnx.ModelProto:
     return tiny([helper.make_node("Conv", ["x", "w"], ["y"])], [vi("x", [1, 3, 8, 8])], [vi("y", [1, 8, 6, 6])], [w])
 
 
+def _ints(name: str, values: list[int]) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.array(values, np.int64), name)
+
+
 def _reshape_copies_a_missing_dim() -> onnx.ModelProto:
     """Fuzz case 177333, damaged: a 0 in a Reshape's target where the input has no such dim (an
     internal IndexError in `taso info` before)."""
-    shape = numpy_helper.from_array(np.array([2, 3, 0], np.int64), "shape")
-    return tiny([helper.make_node("Reshape", ["x", "shape"], ["y"])], [vi("x", [2, 3])], [vi("y", [2, 3, 1])], [shape])
+    return tiny([helper.make_node("Reshape", ["x", "shape"], ["y"])], [vi("x", [2, 3])], [vi("y", [2, 3, 1])],
+                [_ints("shape", [2, 3, 0])])
 
 
 def _dangling() -> onnx.ModelProto:
@@ -189,10 +193,6 @@ def test_bad_models(tmp_path: Path, build, fragments: tuple[str, ...]) -> None:
     assert_bad_input(taso("convert", path, "-o", tmp_path / "out.onnx"), *fragments)
     assert digest(path) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.onnx"]
-
-
-def _ints(name: str, values: list[int]) -> onnx.TensorProto:
-    return numpy_helper.from_array(np.array(values, np.int64), name)
 
 
 @pytest.mark.parametrize("node, inits", [

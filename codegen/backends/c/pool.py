@@ -216,6 +216,11 @@ static void taso_pool_start(void) {
   }
   taso_pool.started = 1;
 }
+/* Record a loop's thread-ns for the solo spells' choice (the caller holds `submit`). */
+static inline void taso_remember_size(unsigned slot, taso_task fn, long thread_ns) {
+  taso_pool.size[slot].fn = fn;
+  taso_pool.size[slot].ns = thread_ns;
+}
 /* fn(ctx, begin, end) over [0, n) in chunks, on up to `limit` threads (0: all); the caller works too. */
 static void taso_parallel_for(int32_t n, taso_task fn, void* ctx, int32_t limit) {
   if (n <= 0) return;
@@ -227,8 +232,7 @@ static void taso_parallel_for(int32_t n, taso_task fn, void* ctx, int32_t limit)
   if (threads <= 1 || (!big && taso_pool.solo_until && taso_now_ns() < taso_pool.solo_until)) {
     long t0 = taso_now_ns();
     fn(ctx, 0, n);
-    taso_pool.size[slot].fn = fn;
-    taso_pool.size[slot].ns = taso_now_ns() - t0;
+    taso_remember_size(slot, fn, taso_now_ns() - t0);
     pthread_mutex_unlock(&taso_pool.submit);
     return;
   }
@@ -271,8 +275,7 @@ static void taso_parallel_for(int32_t n, taso_task fn, void* ctx, int32_t limit)
      worker spins on the other runs at half speed; loops run on the caller alone for a while, so
      that the scheduler gives it the free core (measured: a compiled NASNet-A beside a busy loop,
      45 ms on two threads, 27 on one). */
-  taso_pool.size[slot].fn = fn;
-  taso_pool.size[slot].ns = (taso_now_ns() - began) * threads;
+  taso_remember_size(slot, fn, (taso_now_ns() - began) * threads);
   if ((taso_waited_for_core() | atomic_exchange(&taso_pool.worker_waited, 0)) && taso_pool.solo_ns > 0) {
     taso_pool.solo_until = taso_now_ns() + taso_pool.solo_ns;
     taso_pool.solo_spells++;
