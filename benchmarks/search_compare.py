@@ -1,13 +1,14 @@
 """Both searches on the suite under one cost model: the α-search and equality saturation side by side.
 
 Usage: ``python -m benchmarks.search_compare [--size small|full] [--cost analytical|measured]
-[--models a,b] [--out DIR]``
+[--models a,b] [--library PATH] [--out DIR]``
 
 Each model goes through `optimizer.optimize` twice, as `taso optimize --search backtrack` and
 `--search eqsat` run it (the same normal forms first, the same directed rules, the defaults of
 each search), with one cost model instance, so the costs compare. Per model: the cost before and
 after each search, its seconds (saturation and extraction for eqsat), why it stopped, and the
-e-graph's size. Prints the CPU model and writes DIR/search_compare.json and .md
+e-graph's size. `--library` searches with another rule library than the shipped one (the
+`--max-ops 4` library, say). Prints the CPU model and writes DIR/search_compare.json and .md
 (default DIR: benchmarks/results).
 """
 
@@ -28,14 +29,15 @@ from taso_py.search.backtracking import Settings
 from taso_py.search.settings import EqsatSettings
 
 
-def compare(name: str, size: str, cost: str) -> dict[str, Any]:
+def compare(name: str, size: str, cost: str, library_path: Path | None = None) -> dict[str, Any]:
     imported = load_model(build(name, size))
-    library = load_library(None)
+    library = load_library(library_path)
     model = cost_model(cost, 0, imported.opset)
     row: dict[str, Any] = {"model": name}
     for label, settings in (("backtrack", Settings()), ("eqsat", EqsatSettings())):
-        o = optimize(imported, library, model, settings).outcome
-        row["original"] = o.original_cost
+        result = optimize(imported, library, model, settings)
+        o = result.outcome
+        row["original"], row["directed_rules"] = o.original_cost, len(result.rules)
         row[label] = {"cost": o.cost, "gain": o.original_cost / o.cost if o.cost else 1.0,
                       "seconds": round(o.seconds, 2), "stopped": o.stopped, "rewrites": len(o.applied),
                       **({"enodes": o.generated, "iterations": o.expanded} if label == "eqsat" else
@@ -44,7 +46,7 @@ def compare(name: str, size: str, cost: str) -> dict[str, Any]:
 
 
 def markdown(rows: list[dict[str, Any]], info: dict[str, Any]) -> str:
-    lines = [f"{header(info)}; size {info['size']}; cost model {info['cost']}", "",
+    lines = [f"{header(info)}; size {info['size']}; cost model {info['cost']}; library {info['library']}", "",
              "| model | backtrack gain | s | stopped | eqsat gain | s | stopped | e-nodes | eqsat cost / backtrack |",
              "| --- | ---: | ---: | --- | ---: | ---: | --- | ---: | ---: |"]
     for r in rows:
@@ -59,17 +61,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", choices=("full", "small"), default="full")
     ap.add_argument("--cost", choices=("analytical", "measured"), default="analytical")
     ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--library", type=Path, default=None, help="rule library (default: the shipped one)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = ap.parse_args(argv)
     names = [m for m in args.models.split(",") if m]
     unknown = [m for m in names if m not in MODELS]
     if unknown:
         ap.error(f"unknown model(s) {', '.join(unknown)}; the suite has {', '.join(MODELS)}")
-    info = {**identify(), "size": args.size, "cost": args.cost}
+    info = {**identify(), "size": args.size, "cost": args.cost, "library": str(args.library or "shipped")}
     print(header(info), flush=True)
     rows = []
     for name in names:
-        rows.append(compare(name, args.size, args.cost))
+        rows.append(compare(name, args.size, args.cost, args.library))
         b, e = rows[-1]["backtrack"], rows[-1]["eqsat"]
         print(f"{name}: backtrack {b['gain']:.3f}x in {b['seconds']} s ({b['stopped']}); "
               f"eqsat {e['gain']:.3f}x in {e['seconds']} s ({e['stopped']}, {e['enodes']:,} e-nodes)", flush=True)

@@ -1,12 +1,15 @@
-"""Keep the rewrites that pay in ONNX Runtime, revert the rest: regions timed in the whole model.
+"""Keep the rewrites that pay in ONNX Runtime, revert the rest: regions priced where they sit, then
+timed in the whole model.
 
 The cost model prices operators one at a time; ORT runs the whole graph, fuses and re-lays it out
 (it wraps a merged convolution's Split in layout reorders), so a search result can mix rewrites
 that pay with rewrites that do not. The search's result is cut into independent regions
 (`graph.regions`); regions that do the same thing (one signature: the operators added and removed)
-are tried together, the most promising group first: the model with the group applied is timed
-against the model as accepted so far, runs interleaved, and the group is kept only if ORT runs it
-faster. Whole-model timings are what decides, so whatever ORT does around a region is priced.
+form a group. Each region is first priced in context (`cost.context`: with its neighbours, as a
+small model in ORT), which predicts what each group saves in the whole model; groups predicted to
+save nothing are reverted untimed, the others are tried most promising first: the model with the
+group applied is timed against the model as accepted so far, runs interleaved, and the group is kept
+only if ORT runs it faster. Whole-model timings are what decides.
 """
 
 from __future__ import annotations
@@ -18,13 +21,14 @@ from pathlib import Path
 
 import numpy as np
 
+from taso_py.cost.context import ContextTimings, Price
 from taso_py.cost.model import CostModel, graph_cost
 from taso_py.errors import GraphError
 from taso_py.graph.ir import Graph
 from taso_py.graph.regions import Region, apply, diff, without_unused
 from taso_py.onnx_io import OnnxModel
 from taso_py.onnx_io.exporter import save_model
-from taso_py.runtime import Latency, latency
+from taso_py.runtime import Latency, latency, median_ms
 
 MAX_TRIALS = 8  # groups timed one at a time; the groups predicted to gain least are tried as one
 
@@ -39,9 +43,11 @@ class Trial:
     measured: Latency | None
     kept: bool
     reason: str = ""
+    in_context: float | None = None  # the whole model's speedup from this group, as its regions priced in context
 
     def to_json(self) -> dict:
         return {"change": self.change, "regions": self.regions, "predicted_speedup": round(self.predicted, 4),
+                "predicted_in_context": None if self.in_context is None else round(self.in_context, 4),
                 "measured": self.measured.to_json() if self.measured else None, "kept": self.kept,
                 "reason": self.reason}
 
@@ -50,6 +56,8 @@ class Trial:
 class Accepted:
     graph: Graph  # the start graph with the kept regions applied, unused nodes removed
     trials: list[Trial] = field(default_factory=list)
+    baseline_ms: float = 0.0  # the start graph's median time in ORT
+    predicted: float = 1.0  # speedup of the groups predicted to pay in context, all applied
 
     @property
     def kept(self) -> int:
@@ -86,31 +94,60 @@ def groups(start: Graph, rewritten: Graph, model: CostModel) -> list[tuple[str, 
 
 def accept(model: OnnxModel, start: Graph, rewritten: Graph, cost: CostModel, feeds: Mapping[str, np.ndarray],
            threads: int, runs: int, progress: Callable[[str], None] | None = None) -> Accepted:
-    """`start` with the groups of `rewritten`'s regions that ORT runs faster applied, each group
-    timed against the model accepted before it (interleaved runs, medians: `runtime.latency`)."""
+    """`start` with the groups of `rewritten`'s regions that ORT runs faster applied: groups priced
+    in context first, then each group predicted to pay timed against the model accepted before it
+    (interleaved runs, medians: `runtime.latency`)."""
     plan = groups(start, rewritten, cost)
+    context = ContextTimings(threads, model.origin)
+    priced: list[tuple[str, list[Region], Price | None]] = []
+    for k, (change, members) in enumerate(plan):
+        if progress is not None:
+            progress(f"pricing rewrites in context: group {k + 1} of {len(plan)} ({change})")
+        priced.append((change, members, context.group(start, rewritten, members)))
+    context.save()
+    # what ORT saves where the rewrites sit first; groups that could not be priced after, as the cost model orders them
+    priced.sort(key=lambda p: (0, -p[2].saved_ms) if p[2] is not None else (1, 0.0))
     trials: list[Trial] = []
     current = start
     current_cost = graph_cost(without_unused(current), cost)
     with tempfile.TemporaryDirectory(prefix="taso-accept-") as tmp:
         current_file = _write(model, current, Path(tmp) / "base.onnx")
-        for k, (change, members) in enumerate(plan):
+        baseline = median_ms(current_file, feeds, threads, runs)
+        paying = Price(0.0, 0.0)  # the groups tried, as priced in context
+        for k, (change, members, price) in enumerate(priced):
             if progress is not None:
-                progress(f"timing rewrites in ONNX Runtime: group {k + 1} of {len(plan)} ({change})")
+                progress(f"timing rewrites in ONNX Runtime: group {k + 1} of {len(priced)} ({change})")
+            in_context = _speedup(baseline, price) if price is not None else None
             try:
                 candidate = apply(current, rewritten, members)
             except GraphError:
                 trials.append(Trial(change, len(members), 1.0, None, False,
-                                    "would form a cycle with the groups reverted before it"))
+                                    "would form a cycle with the groups reverted before it", in_context))
                 continue
             candidate_cost = graph_cost(without_unused(candidate), cost)
+            predicted = current_cost / max(candidate_cost, 1e-12)
+            if price is not None and price.saved_ms <= 0:
+                trials.append(Trial(change, len(members), predicted, None, False,
+                                    f"slower in context, {price.before_ms:.3g} → {price.after_ms:.3g} ms",
+                                    in_context))
+                continue
+            # a group that could not be priced counts with what the cost model expects it to save
+            paying = paying + (price if price is not None else Price(baseline * (1 - 1 / predicted), 0.0))
             candidate_file = _write(model, candidate, Path(tmp) / f"group{k}.onnx")
             measured = latency(current_file, candidate_file, feeds, threads, runs)
             kept = measured.speedup > 1.0
-            trials.append(Trial(change, len(members), current_cost / max(candidate_cost, 1e-12), measured, kept))
+            trials.append(Trial(change, len(members), predicted, measured, kept, "", in_context))
             if kept:
                 current, current_cost, current_file = candidate, candidate_cost, candidate_file
-    return Accepted(without_unused(current), trials)
+    return Accepted(without_unused(current), trials, baseline, _speedup(baseline, paying))
+
+
+def _speedup(baseline_ms: float, price: Price) -> float:
+    """The whole model's speedup when what `price` saves goes. The model takes at least as long as
+    its parts: timed apart, a region that is most of the model can seem to take longer than all of
+    it (NasRNN), and its own ratio is then the better guess."""
+    whole = max(baseline_ms, price.before_ms)
+    return whole / (whole - price.saved_ms) if whole > price.saved_ms else 1.0
 
 
 def _write(model: OnnxModel, graph: Graph, path: Path) -> Path:

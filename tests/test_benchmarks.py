@@ -14,6 +14,7 @@ from benchmarks import (
     optimize_suite,
     roofline,
     rule_generation,
+    search_compare,
     under_load,
 )
 from taso_py.library.store import default_path
@@ -40,13 +41,28 @@ def test_optimize_suite_on_a_small_model(tmp_path: Path, monkeypatch: pytest.Mon
     assert (tmp_path / "optimize_suite.png").stat().st_size > 1000
 
 
+def test_search_compare_runs_both_searches_with_the_library_it_is_given(tmp_path: Path):
+    doc = json.loads(default_path().read_text())
+    doc["rules"] = doc["rules"][:3]
+    small = tmp_path / "three.json"
+    small.write_text(json.dumps(doc))
+    search_compare.main(["--size", "small", "--models", "squeezenet", "--library", str(small), "--out", str(tmp_path)])
+    (row,) = json.loads((tmp_path / "search_compare.json").read_text())["rows"]
+    assert 0 < row["directed_rules"] <= 6  # each of the three rules in the directions that bind their variables
+    for search in ("backtrack", "eqsat"):
+        assert 0 < row[search]["cost"] <= row["original"] and row[search]["seconds"] < 30
+    assert f"library {small}" in (tmp_path / "search_compare.md").read_text()
+
+
 def test_optimize_suite_runs_a_substitution_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("TASO_CACHE_DIR", str(tmp_path / "cache"))
     optimize_suite.main(["--models", "parallel_matmuls", "--runs", "3", "--cost", "analytical", "--out", str(tmp_path)])
     (row,) = json.loads((tmp_path / "optimize_suite.json").read_text())["rows"]
     assert row["check"]["ok"] and row["ort_1t"]["optimized_ms"] > 0 and row["ort_2t"]["original_ms"] > 0
     assert row["written"] == (row["speed_check"]["kept"] if row["rules_applied"] else "no rewrite")
-    assert "| parallel_matmuls |" in (tmp_path / "optimize_suite.md").read_text()
+    assert row["predicted_in_context"] > 0
+    text = (tmp_path / "optimize_suite.md").read_text()
+    assert "| parallel_matmuls |" in text and "Predicted in context against measured" in text
 
 
 def test_compile_suite_tabulates_ours_against_ort(tmp_path: Path) -> None:

@@ -295,10 +295,16 @@ def test_optimize_times_the_rewrite_in_ort_and_keeps_it_only_if_faster(tmp_path:
     report = json.loads(result.stdout)
     speed = report["speed"]
     (group,) = speed["groups"]  # the four matmuls' merge is one region
+    assert report["rules_applied"] and group["predicted_speedup"] > 1.0 and speed["baseline_ms"] > 0
     timed = group["measured"]
-    assert report["rules_applied"] and timed["runs"] >= 10 and timed["original_ms"] > 0 and timed["optimized_ms"] > 0
-    assert group["kept"] == (timed["speedup"] > 1.0) and group["predicted_speedup"] > 1.0
     merged = [n.op_type for n in onnx.load(tmp_path / "m.taso.onnx").graph.node].count("MatMul") == 1
+    if timed is None:  # slower where it sits (priced in context): reverted without timing the whole model
+        assert group["predicted_in_context"] <= 1.0 and not group["kept"] and speed["predicted_in_context"] == 1.0
+        assert not merged and speed["kept"] == "original"
+        return
+    assert group["predicted_in_context"] > 1.0 and speed["predicted_in_context"] == group["predicted_in_context"]
+    assert timed["runs"] >= 10 and timed["original_ms"] > 0 and timed["optimized_ms"] > 0
+    assert group["kept"] == (timed["speedup"] > 1.0)
     # kept when ORT ran the group faster and then the whole model at least as fast as the user's file
     assert merged == (speed["kept"] == "optimized") == (group["kept"] and speed["speedup"] >= 1.0)
 

@@ -2,23 +2,27 @@
 
 Any subset of the regions applied to the start graph must compute what the start graph computes;
 all of them together must be the search's result; and the acceptance must keep a region that ORT
-runs much faster and revert one that it runs much slower.
+runs much faster and revert one that it runs much slower. A region cut out with its neighbours
+(`regions.in_context`) must compute the same before and after the rewrite, and the timings of such
+pairs (`cost.context`) are made once per structure and reused.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 
 from taso_py.acceptance import accept
 from taso_py.cost.analytical import Roofline
+from taso_py.cost.context import ContextTimings
 from taso_py.errors import GraphError
 from taso_py.graph.evaluate import evaluate
 from taso_py.graph.ir import Graph
-from taso_py.graph.regions import apply, diff, without_unused
-from taso_py.onnx_io import OnnxModel
+from taso_py.graph.regions import apply, diff, in_context, without_unused
+from taso_py.onnx_io import OnnxModel, OnnxOrigin
 from taso_py.search import backtracking
 from taso_py.search.backtracking import Settings
 from tests.op_count import OpCount
@@ -92,3 +96,92 @@ def test_acceptance_keeps_the_region_ort_runs_faster_and_reverts_the_slower_one(
     want, got = evaluate(g, feeds), evaluate(result.graph, feeds)
     for k in want:  # reassociation rounds differently: the normwise criterion of `taso optimize`
         assert np.abs(got[k] - want[k]).max() <= 1e-5 * np.abs(want[k]).max()
+
+
+def _merges_between_neighbours(layers: int = 1) -> Graph:
+    """`layers` times: relu -> two matmuls of one input (a merge for the search) -> a tanh each."""
+    g, r = _graph({f"w{k}{i}": (16, 8 + i) for k in range(layers) for i in range(2)}, {"x": (4, 16)})
+    outs, names = [], []
+    for k in range(layers):
+        (h,) = g.add("relu", [r["x"]])
+        for i in range(2):
+            (m,) = g.add("matmul", [h, r[f"w{k}{i}"]])
+            outs += g.add("tanh", [m])
+            names.append(f"o{k}{i}")
+    g.set_outputs(outs, names)
+    return g
+
+
+def test_a_region_in_context_has_its_neighbours_and_computes_what_it_did():
+    start = _merges_between_neighbours()
+    rewritten = backtracking.search(start, RULES, OpCount(), Settings(timeout=10)).graph
+    (region,) = diff(start, rewritten)
+    before, after = in_context(start, apply(start, rewritten, [region]), region)
+    ops = [sorted(n.op.name for n in g.nodes.values() if n.op.algebra) for g in (before, after)]
+    assert ops[0] == ["matmul", "matmul", "relu", "tanh", "tanh"], ops  # the producer and both consumers
+    assert "split" in ops[1] and ops[1].count("matmul") == 1 and {"relu", "tanh"} <= set(ops[1])
+    assert [n.attrs.name for n in before.inputs] == [n.attrs.name for n in after.inputs] == ["x"]
+    feeds = _feeds(before)
+    want, got = evaluate(before, feeds), evaluate(after, feeds)
+    assert len(want) == len(got) == 2
+    for a, b in zip(want.values(), got.values(), strict=True):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_graphs())
+def test_every_region_of_a_random_graph_computes_the_same_in_context(g: Graph):
+    rewritten = backtracking.search(g, RULES, OpCount(), Settings(timeout=5)).graph
+    for region in diff(g, rewritten):
+        if not region.nodes:
+            continue
+        try:
+            after = apply(g, rewritten, [region])
+        except GraphError:  # only together with another region
+            continue
+        before, after = in_context(g, after, region, hops=2)
+        assert [n.attrs.name for n in before.inputs] == [n.attrs.name for n in after.inputs]
+        feeds = _feeds(before)
+        want, got = evaluate(before, feeds), evaluate(after, feeds)
+        assert len(want) == len(got)
+        for a, b in zip(want.values(), got.values(), strict=True):
+            np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-4)
+
+
+def test_context_timings_time_one_structure_once_and_keep_it(tmp_path):
+    """Two layers with their own weights rewrite alike: one timing for both, and none the next time."""
+    start = _merges_between_neighbours(layers=2)
+    rewritten = backtracking.search(start, RULES, OpCount(), Settings(timeout=10)).graph
+    regions = diff(start, rewritten)
+    assert len(regions) == 2
+    path = tmp_path / "context.json"
+    first = ContextTimings(1, OnnxOrigin(), path)
+    price = first.group(start, rewritten, regions)
+    first.save()
+    assert price is not None and first.timed == 1 and price.before_ms > 0 and price.after_ms > 0
+    one = first.region(start, rewritten, regions[0])
+    assert price.before_ms == 2 * one.before_ms and price.after_ms == 2 * one.after_ms
+    again = ContextTimings(1, OnnxOrigin(), path)
+    assert again.group(start, rewritten, regions) == price and again.timed == 0
+    path.write_text("{not json")
+    assert ContextTimings(1, OnnxOrigin(), path).times == {}  # a damaged cache is measured again
+
+
+def test_a_group_slower_in_context_is_reverted_without_timing_the_whole_model(tmp_path, monkeypatch):
+    monkeypatch.setenv("TASO_CACHE_DIR", str(tmp_path))
+    start = _merges_between_neighbours()
+    rewritten = backtracking.search(start, RULES, OpCount(), Settings(timeout=10)).graph
+    (region,) = diff(start, rewritten)
+    for before_ms, after_ms, timed in ((1.0, 5.0, False), (5.0, 1.0, True)):
+        timings = ContextTimings(2, OnnxOrigin())
+        pair = in_context(start, apply(start, rewritten, [region]), region)
+        timings.path.write_text(json.dumps({timings.key(*pair): [before_ms, after_ms]}))
+        result = accept(OnnxModel(start), start, rewritten, Roofline(), _feeds(start), threads=2, runs=3)
+        (trial,) = result.trials
+        assert (trial.measured is not None) == timed, trial.to_json()
+        assert trial.in_context is not None and (trial.in_context > 1) == timed
+        if not timed:
+            assert not trial.kept and trial.reason.startswith("slower in context")
+            assert result.predicted == 1.0 and result.graph.nodes.keys() == without_unused(start).nodes.keys()
+        else:
+            assert result.predicted == trial.in_context > 1

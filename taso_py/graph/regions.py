@@ -15,7 +15,9 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from taso_py.graph.ir import Graph, Node
+from taso_py.errors import GraphError
+from taso_py.graph.ir import Graph, Node, Ref
+from taso_py.types import TensorType
 
 
 @dataclass(frozen=True)
@@ -106,3 +108,59 @@ def without_unused(g: Graph) -> Graph:
     out.remove_unused()
     return out
 
+
+
+def in_context(before: Graph, after: Graph, region: Region, hops: int = 1) -> tuple[Graph, Graph]:
+    """The region as `before` computes it and as `after` (`before` with the region applied) does,
+    each with the operators up to `hops` steps upstream and downstream of it, as graphs of their own.
+
+    Both read the same graph inputs (every tensor either side reads from outside, by its name in the
+    model) and end at the tensors the rest of the model reads, so their running times differ by what
+    the rewrite changes in ONNX Runtime, its fusions and layout changes around the region included."""
+    ids = {n.id for n in region.nodes} | {n.id for n in region.removed}
+    sides = [(g, g.live_ids(), g.users()) for g in (before, after)]
+    frontier = set(ids)
+    for _ in range(hops):
+        reached: set[int] = set()
+        for g, live, users in sides:
+            for i in frontier & live:
+                reached.update(r.node for r in g.nodes[i].inputs)
+                reached.update(u.id for u in users[i] if u.id in live)
+        frontier = reached - ids
+        ids |= frontier
+    chosen = [[n for n in g.topo_order() if n.id in ids and n.id in live and n.op.name not in ("input", "weight")]
+              for g, live, _ in sides]
+    outside: dict[str, Ref] = {}
+    for (g, _, _), nodes in zip(sides, chosen, strict=True):
+        made = {n.id for n in nodes}
+        for n in nodes:
+            for r in n.inputs:
+                if r.node not in made and g.weight(r) is None:
+                    outside.setdefault(g.name_of(r), r)
+    inputs = [(name, before.type(r) if r.node in before.nodes else after.type(r)) for name, r in outside.items()]
+    before_cut, after_cut = (_cut(g, nodes, inputs, live) for (g, live, _), nodes in zip(sides, chosen, strict=True))
+    return before_cut, after_cut
+
+
+def _cut(g: Graph, nodes: list[Node], inputs: list[tuple[str, TensorType]], live: set[int]) -> Graph:
+    """`nodes` of `g` (in topological order) as a graph reading `inputs`; its outputs are the tensors
+    the rest of `g` reads, or that are outputs of `g`."""
+    sub = Graph(f"{g.name}_context")
+    refs: dict[Ref, Ref] = {}
+    by_name = {name: sub.add_input(name, t) for name, t in inputs}
+    made = {n.id for n in nodes}
+    for node in nodes:
+        for r in node.inputs:
+            if r not in refs:
+                value = g.weight(r)
+                refs[r] = by_name[g.name_of(r)] if value is None else sub.add_weight(value, g.name_of(r))
+        new = sub.add_node(node.op, [refs[r] for r in node.inputs], node.attrs, node.types, node.names)
+        refs.update(zip(node.outputs, new.outputs))
+    read_outside = {r for n in g.nodes.values() if n.id in live and n.id not in made for r in n.inputs}
+    ends = [r for n in nodes for r in n.outputs if r in read_outside or r in g.outputs]
+    # the model's outputs in its order, then the rest by name: the two sides' outputs then correspond
+    ends.sort(key=lambda r: (0, g.outputs.index(r), "") if r in g.outputs else (1, 0, g.name_of(r)))
+    if not ends:
+        raise GraphError("the region computes nothing the rest of the model reads")
+    sub.set_outputs([refs[r] for r in ends], [g.name_of(r) for r in ends])
+    return sub

@@ -1,0 +1,112 @@
+"""Costs in context: a rewrite priced where it sits, by ONNX Runtime itself.
+
+The search's cost models price operators one at a time. Inside ORT, what a rewrite changes also
+changes what ORT does around it: a merged convolution's Split is wrapped in layout reorders
+(Inception-v3: 65 of them), a MatMul followed by its bias Add stops being one Gemm. So a region of
+the search's result is timed as a small model of its own, its producers and consumers included
+(`graph.regions.in_context`), before and after the rewrite; the difference is what the rewrite
+saves where it sits. Timings are cached on disk by the pair's structure hash (weights' values and
+tensor names left out), per machine and thread count, so a rewrite repeated in every layer of a
+model, or met again in a later run, is timed once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from taso_py.atomic import write_json
+from taso_py.cache import cache_root
+from taso_py.cost.measured import machine_key
+from taso_py.errors import TasoError
+from taso_py.graph.hashing import structure_hash
+from taso_py.graph.ir import Graph
+from taso_py.graph.regions import Region, apply, in_context
+from taso_py.onnx_io import OnnxModel, OnnxOrigin, to_onnx
+from taso_py.runtime import latency, random_feeds
+
+HOPS = 1  # neighbours on each side: enough for the reorders and fusions at the region's edges
+MIN_SECONDS = 0.3  # per pair of small models, runs interleaved
+BUDGET_SECONDS = 30.0  # of timing per search result; regions left over stay unpriced
+
+
+@dataclass(frozen=True)
+class Price:
+    """Milliseconds of a region with its neighbours, as the start graph has it and rewritten."""
+
+    before_ms: float
+    after_ms: float
+
+    @property
+    def saved_ms(self) -> float:
+        return self.before_ms - self.after_ms
+
+    def __add__(self, other: Price) -> Price:
+        return Price(self.before_ms + other.before_ms, self.after_ms + other.after_ms)
+
+
+class ContextTimings:
+    """Prices regions in context, with `threads` ORT threads, reading and filling the disk cache."""
+
+    def __init__(self, threads: int, origin: OnnxOrigin, path: Path | None = None) -> None:
+        self.threads = threads
+        self.origin = origin
+        self.path = path or cache_root() / f"context-{machine_key(threads)}.json"
+        self.times: dict[str, list[float]] = {}
+        if self.path.exists():
+            try:
+                self.times = {str(k): [float(v[0]), float(v[1])] for k, v in json.loads(self.path.read_text()).items()}
+            except (OSError, ValueError, TypeError, IndexError, AttributeError):
+                self.times = {}  # a damaged cache is only lost time
+        self.seconds = 0.0  # spent timing in this process
+        self.timed = 0  # pairs timed here (the rest came from the cache)
+        self._dirty = False
+
+    def group(self, start: Graph, rewritten: Graph, regions: list[Region]) -> Price | None:
+        """The sum of the regions' prices, each applied alone to `start`; None when one of them cannot
+        be priced (it forms a cycle alone, it cannot be cut out or run, or the time budget is spent)."""
+        total = Price(0.0, 0.0)
+        for region in regions:
+            price = self.region(start, rewritten, region)
+            if price is None:
+                return None
+            total = total + price
+        return total
+
+    def region(self, start: Graph, rewritten: Graph, region: Region) -> Price | None:
+        if not region.nodes:  # an output pointed at a tensor computed anyway: what it saves is not cut out
+            return None
+        try:
+            pair = in_context(start, apply(start, rewritten, [region]), region, HOPS)
+        except TasoError:
+            return None
+        key = self.key(*pair)
+        if key not in self.times:
+            if self.seconds >= BUDGET_SECONDS:
+                return None
+            began = time.perf_counter()
+            try:
+                before, after = (to_onnx(OnnxModel(g, self.origin)) for g in pair)
+                timed = latency(before, after, random_feeds(pair[0]), self.threads, 10, MIN_SECONDS)
+            except (TasoError, RuntimeError, ValueError):  # ORT raises RuntimeError subclasses
+                return None
+            finally:
+                self.seconds += time.perf_counter() - began
+            self.times[key] = [timed.original_ms, timed.optimized_ms]
+            self.timed += 1
+            self._dirty = True
+        return Price(*self.times[key])
+
+    def save(self) -> None:
+        if self._dirty:
+            write_json(self.path, self.times)
+            self._dirty = False
+
+    def key(self, before: Graph, after: Graph) -> str:
+        """The cache key of a pair: the two structures and the opsets they are exported at."""
+        opsets = sorted(self.origin.opsets.items())
+        text = f"{structure_hash(before)}|{structure_hash(after)}|{opsets}"
+        return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
