@@ -21,14 +21,14 @@ from pathlib import Path
 
 import numpy as np
 
-from taso_py.cost.context import ContextTimings, Price
+from taso_py.cost.context import NOTHING, ContextTimings, Price
 from taso_py.cost.model import CostModel, graph_cost
 from taso_py.errors import GraphError
 from taso_py.graph.ir import Graph
 from taso_py.graph.regions import Region, apply, diff, without_unused
 from taso_py.onnx_io import OnnxModel
 from taso_py.onnx_io.exporter import save_model
-from taso_py.runtime import Latency, latency, median_ms
+from taso_py.runtime import Latency, latency
 
 MAX_TRIALS = 8  # groups timed one at a time; the groups predicted to gain least are tried as one
 
@@ -56,7 +56,6 @@ class Trial:
 class Accepted:
     graph: Graph  # the start graph with the kept regions applied, unused nodes removed
     trials: list[Trial] = field(default_factory=list)
-    baseline_ms: float = 0.0  # the start graph's median time in ORT
     predicted: float = 1.0  # speedup of the groups predicted to pay in context, all applied
 
     @property
@@ -98,7 +97,7 @@ def accept(model: OnnxModel, start: Graph, rewritten: Graph, cost: CostModel, fe
     in context first, then each group predicted to pay timed against the model accepted before it
     (interleaved runs, medians: `runtime.latency`)."""
     plan = groups(start, rewritten, cost)
-    context = ContextTimings(threads, model.origin)
+    context = ContextTimings(threads, model.origin, cost)
     priced: list[tuple[str, list[Region], Price | None]] = []
     for k, (change, members) in enumerate(plan):
         if progress is not None:
@@ -106,18 +105,17 @@ def accept(model: OnnxModel, start: Graph, rewritten: Graph, cost: CostModel, fe
         priced.append((change, members, context.group(start, rewritten, members)))
     context.save()
     # what ORT saves where the rewrites sit first; groups that could not be priced after, as the cost model orders them
-    priced.sort(key=lambda p: (0, -p[2].saved_ms) if p[2] is not None else (1, 0.0))
+    priced.sort(key=lambda p: (0, -p[2].saved_share) if p[2] is not None else (1, 0.0))
     trials: list[Trial] = []
     current = start
     current_cost = graph_cost(without_unused(current), cost)
     with tempfile.TemporaryDirectory(prefix="taso-accept-") as tmp:
         current_file = _write(model, current, Path(tmp) / "base.onnx")
-        baseline = median_ms(current_file, feeds, threads, runs)
-        paying = Price(0.0, 0.0)  # the groups tried, as priced in context
+        paying = NOTHING  # the groups tried, as priced in context
         for k, (change, members, price) in enumerate(priced):
             if progress is not None:
                 progress(f"timing rewrites in ONNX Runtime: group {k + 1} of {len(priced)} ({change})")
-            in_context = _speedup(baseline, price) if price is not None else None
+            in_context = price.speedup if price is not None else None
             try:
                 candidate = apply(current, rewritten, members)
             except GraphError:
@@ -126,28 +124,20 @@ def accept(model: OnnxModel, start: Graph, rewritten: Graph, cost: CostModel, fe
                 continue
             candidate_cost = graph_cost(without_unused(candidate), cost)
             predicted = current_cost / max(candidate_cost, 1e-12)
-            if price is not None and price.saved_ms <= 0:
+            if price is not None and price.saved_share <= 0:
                 trials.append(Trial(change, len(members), predicted, None, False,
                                     f"slower in context, {price.before_ms:.3g} → {price.after_ms:.3g} ms",
                                     in_context))
                 continue
             # a group that could not be priced counts with what the cost model expects it to save
-            paying = paying + (price if price is not None else Price(baseline * (1 - 1 / predicted), 0.0))
+            paying = paying + (price if price is not None else Price(0.0, 0.0, 1 - 1 / predicted))
             candidate_file = _write(model, candidate, Path(tmp) / f"group{k}.onnx")
             measured = latency(current_file, candidate_file, feeds, threads, runs)
             kept = measured.speedup > 1.0
             trials.append(Trial(change, len(members), predicted, measured, kept, "", in_context))
             if kept:
                 current, current_cost, current_file = candidate, candidate_cost, candidate_file
-    return Accepted(without_unused(current), trials, baseline, _speedup(baseline, paying))
-
-
-def _speedup(baseline_ms: float, price: Price) -> float:
-    """The whole model's speedup when what `price` saves goes. The model takes at least as long as
-    its parts: timed apart, a region that is most of the model can seem to take longer than all of
-    it (NasRNN), and its own ratio is then the better guess."""
-    whole = max(baseline_ms, price.before_ms)
-    return whole / (whole - price.saved_ms) if whole > price.saved_ms else 1.0
+    return Accepted(without_unused(current), trials, paying.speedup)
 
 
 def _write(model: OnnxModel, graph: Graph, path: Path) -> Path:

@@ -145,30 +145,19 @@ def latency(original: onnx.ModelProto | str | Path, optimized: onnx.ModelProto |
     that both see the same machine; thread spinning is off (see `session`), so neither session's
     idle threads steal the other's cores. At least `runs` each, and more until `min_seconds` have
     passed: ten runs of a model of a tenth of a millisecond are noise (0.94x to 1.94x, measured)."""
-    (a, b), done = _medians([original, optimized], feeds, threads, runs, min_seconds, warmup)
-    return Latency(a, b, done, threads or os.cpu_count() or 1)
-
-
-def median_ms(model: onnx.ModelProto | str | Path, feeds: Mapping[str, np.ndarray], threads: int = 0,
-              runs: int = 10, min_seconds: float = 1.0) -> float:
-    """One model's median milliseconds (at least `runs`, and more until `min_seconds` have passed)."""
-    return _medians([model], feeds, threads, runs, min_seconds, 3)[0][0]
-
-
-def _medians(models: Sequence[onnx.ModelProto | str | Path], feeds: Mapping[str, np.ndarray], threads: int,
-             runs: int, min_seconds: float, warmup: int) -> tuple[list[float], int]:
-    sessions = [session(m, threads) for m in models]
+    sessions = [session(original, threads), session(optimized, threads)]
     for s in sessions:
         for _ in range(warmup):
             s.run(None, dict(feeds))
-    samples: list[list[float]] = [[] for _ in sessions]
+    samples: list[list[float]] = [[], []]
     began = time.perf_counter()
     while len(samples[0]) < runs or time.perf_counter() - began < min_seconds:
         for s, out in zip(sessions, samples):
             started = time.perf_counter()
             s.run(None, dict(feeds))
             out.append((time.perf_counter() - started) * 1e3)
-    return [statistics.median(x) for x in samples], len(samples[0])
+    return Latency(statistics.median(samples[0]), statistics.median(samples[1]), len(samples[0]),
+                   threads or os.cpu_count() or 1)
 
 
 DEFAULT_RTOL = 1e-4

@@ -295,7 +295,7 @@ def test_optimize_times_the_rewrite_in_ort_and_keeps_it_only_if_faster(tmp_path:
     report = json.loads(result.stdout)
     speed = report["speed"]
     (group,) = speed["groups"]  # the four matmuls' merge is one region
-    assert report["rules_applied"] and group["predicted_speedup"] > 1.0 and speed["baseline_ms"] > 0
+    assert report["rules_applied"] and group["predicted_speedup"] > 1.0
     timed = group["measured"]
     merged = [n.op_type for n in onnx.load(tmp_path / "m.taso.onnx").graph.node].count("MatMul") == 1
     if timed is None:  # slower where it sits (priced in context): reverted without timing the whole model

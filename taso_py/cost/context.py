@@ -8,6 +8,11 @@ the search's result is timed as a small model of its own, its producers and cons
 saves where it sits. Timings are cached on disk by the pair's structure hash (weights' values and
 tensor names left out), per machine and thread count, so a rewrite repeated in every layer of a
 model, or met again in a later run, is timed once.
+
+What a region saves in the whole model is its ratio in context weighted by the share of the model
+its context is (by the search's cost model): the two small models are timed in turn, which ORT does
+to within a few percent, while a whole model's time swings by 15% from one second to the next on a
+shared machine (NasRNN at two threads: 2.8 to 3.8 ms), too much to subtract milliseconds from.
 """
 
 from __future__ import annotations
@@ -21,10 +26,11 @@ from pathlib import Path
 from taso_py.atomic import write_json
 from taso_py.cache import cache_root
 from taso_py.cost.measured import machine_key
+from taso_py.cost.model import CostModel, graph_cost
 from taso_py.errors import TasoError
 from taso_py.graph.hashing import structure_hash
 from taso_py.graph.ir import Graph
-from taso_py.graph.regions import Region, apply, in_context
+from taso_py.graph.regions import Region, apply, in_context, without_unused
 from taso_py.onnx_io import OnnxModel, OnnxOrigin, to_onnx
 from taso_py.runtime import latency, random_feeds
 
@@ -35,25 +41,34 @@ BUDGET_SECONDS = 30.0  # of timing per search result; regions left over stay unp
 
 @dataclass(frozen=True)
 class Price:
-    """Milliseconds of a region with its neighbours, as the start graph has it and rewritten."""
+    """A region with its neighbours, as the start graph has it and rewritten: milliseconds in ORT,
+    and the share of the whole model's time it saves (its share of the model's cost, by the cost
+    model, times the part of its own time the rewrite saves). Sums price groups of regions."""
 
     before_ms: float
     after_ms: float
-
-    @property
-    def saved_ms(self) -> float:
-        return self.before_ms - self.after_ms
+    saved_share: float
 
     def __add__(self, other: Price) -> Price:
-        return Price(self.before_ms + other.before_ms, self.after_ms + other.after_ms)
+        return Price(self.before_ms + other.before_ms, self.after_ms + other.after_ms,
+                     self.saved_share + other.saved_share)
+
+    @property
+    def speedup(self) -> float:
+        """The whole model's, when this is saved."""
+        return 1 / (1 - self.saved_share) if self.saved_share < 1 else float("inf")
+
+
+NOTHING = Price(0.0, 0.0, 0.0)
 
 
 class ContextTimings:
     """Prices regions in context, with `threads` ORT threads, reading and filling the disk cache."""
 
-    def __init__(self, threads: int, origin: OnnxOrigin, path: Path | None = None) -> None:
+    def __init__(self, threads: int, origin: OnnxOrigin, cost: CostModel, path: Path | None = None) -> None:
         self.threads = threads
         self.origin = origin
+        self.cost = cost
         self.path = path or cache_root() / f"context-{machine_key(threads)}.json"
         self.times: dict[str, list[float]] = {}
         if self.path.exists():
@@ -62,13 +77,14 @@ class ContextTimings:
             except (OSError, ValueError, TypeError, IndexError, AttributeError):
                 self.times = {}  # a damaged cache is only lost time
         self.seconds = 0.0  # spent timing in this process
+        self._whole: tuple[Graph, float] | None = None  # the last start graph and its cost
         self.timed = 0  # pairs timed here (the rest came from the cache)
         self._dirty = False
 
     def group(self, start: Graph, rewritten: Graph, regions: list[Region]) -> Price | None:
         """The sum of the regions' prices, each applied alone to `start`; None when one of them cannot
         be priced (it forms a cycle alone, it cannot be cut out or run, or the time budget is spent)."""
-        total = Price(0.0, 0.0)
+        total = NOTHING
         for region in regions:
             price = self.region(start, rewritten, region)
             if price is None:
@@ -81,7 +97,8 @@ class ContextTimings:
             return None
         try:
             pair = in_context(start, apply(start, rewritten, [region]), region, HOPS)
-        except TasoError:
+            share = min(graph_cost(pair[0], self.cost) / self._whole_cost(start), 1.0)
+        except (TasoError, ZeroDivisionError):
             return None
         key = self.key(*pair)
         if key not in self.times:
@@ -98,7 +115,13 @@ class ContextTimings:
             self.times[key] = [timed.original_ms, timed.optimized_ms]
             self.timed += 1
             self._dirty = True
-        return Price(*self.times[key])
+        before_ms, after_ms = self.times[key]
+        return Price(before_ms, after_ms, share * (1 - after_ms / before_ms) if before_ms > 0 else 0.0)
+
+    def _whole_cost(self, start: Graph) -> float:
+        if self._whole is None or self._whole[0] is not start:
+            self._whole = (start, graph_cost(without_unused(start), self.cost))
+        return self._whole[1]
 
     def save(self) -> None:
         if self._dirty:
