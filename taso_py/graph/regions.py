@@ -109,7 +109,6 @@ def without_unused(g: Graph) -> Graph:
     return out
 
 
-
 def in_context(before: Graph, after: Graph, region: Region, hops: int = 1) -> tuple[Graph, Graph]:
     """The region as `before` computes it and as `after` (`before` with the region applied) does,
     each with the operators up to `hops` steps upstream and downstream of it, as graphs of their own.
