@@ -171,6 +171,19 @@ def test_context_timings_time_one_structure_once_and_keep_it(tmp_path):
     assert ContextTimings(1, OnnxOrigin(), OpCount(), path).times == {}  # a damaged cache is measured again
 
 
+def test_a_region_ort_cannot_time_in_context_is_left_unpriced(tmp_path, monkeypatch):
+    from onnxruntime.capi.onnxruntime_pybind11_state import Fail
+
+    def fails(*args, **kwargs):
+        raise Fail("[ONNXRuntimeError] : 1 : FAIL : a kernel failed")
+
+    monkeypatch.setattr("taso_py.cost.context.latency", fails)
+    start = _merges_between_neighbours()
+    rewritten = backtracking.search(start, RULES, OpCount(), Settings(timeout=10)).graph
+    timings = ContextTimings(1, OnnxOrigin(), OpCount(), tmp_path / "context.json")
+    assert timings.group(start, rewritten, diff(start, rewritten)) is None and timings.times == {}
+
+
 def test_a_group_slower_in_context_is_reverted_without_timing_the_whole_model(tmp_path, monkeypatch):
     monkeypatch.setenv("TASO_CACHE_DIR", str(tmp_path))
     start = _merges_between_neighbours()

@@ -108,7 +108,7 @@ class ContextTimings:
             try:
                 before, after = (to_onnx(OnnxModel(g, self.origin)) for g in pair)
                 timed = latency(before, after, random_feeds(pair[0]), self.threads, 10, MIN_SECONDS)
-            except (TasoError, RuntimeError, ValueError):  # ORT raises RuntimeError subclasses
+            except Exception:  # ORT's own errors derive from Exception itself; a price is optional
                 return None
             finally:
                 self.seconds += time.perf_counter() - began
