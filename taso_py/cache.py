@@ -7,8 +7,13 @@ keyed by CPU model inside; deleting the folder only costs re-measuring.
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 ENV = "TASO_CACHE_DIR"
 
@@ -18,3 +23,12 @@ def cache_root() -> Path:
     if os.environ.get(ENV):
         return Path(os.environ[ENV])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "taso-py"
+
+
+def read_records(path: Path, parse: Callable[[Any], dict[str, T]]) -> dict[str, T]:
+    """`parse` of the JSON records at `path`; empty when the file is missing or damaged (a damaged
+    cache is only lost time: what it held is measured again)."""
+    try:
+        return parse(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError, IndexError, AttributeError):
+        return {}

@@ -478,3 +478,14 @@ def test_an_output_that_becomes_a_graph_input_still_exports(tmp_path: Path):
     written = onnx.load(tmp_path / "tt.taso.onnx")
     assert [n.op_type for n in written.graph.node] == ["Identity"]
     assert [o.name for o in written.graph.output] == ["y"]
+
+
+@pytest.mark.parametrize("text", ["{not json", '{"k": null}', "[1, 2]"])
+def test_a_damaged_operator_timing_cache_is_measured_again(tmp_path: Path, text: str):
+    from taso_py.cost.measured import Measured
+
+    path = tmp_path / "costs.json"
+    path.write_text(text)
+    assert Measured(1, None, path).times == {}
+    path.write_text('{"k": 0.5}')
+    assert Measured(1, None, path).times == {"k": 0.5}

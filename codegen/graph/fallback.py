@@ -134,16 +134,5 @@ def _region(g: Graph, nodes: list[Node], users: dict[int, list[Node]]) -> Region
 def subgraph(g: Graph, region: Region) -> Graph:
     """The region as a graph of its own: its data inputs as graph inputs, the weights it reads as
     weights, its nodes with their tensor names, and the tensors read outside as outputs."""
-    sub = Graph(f"{g.name}_region")
-    refs: dict[Ref, Ref] = {}
-    for r in region.inputs:
-        refs[r] = sub.add_input(g.name_of(r), g.type(r))
-    for node in region.nodes:
-        for r in node.inputs:
-            if r not in refs:  # a weight (everything else is an input or computed before)
-                refs[r] = sub.add_weight(g.weight(r), g.name_of(r))
-        new = sub.add_node(node.op, [refs[r] for r in node.inputs], node.attrs, node.types, node.names)
-        refs.update(zip(node.outputs, new.outputs))
-    sub.set_outputs([refs[r] for r in region.outputs], [g.name_of(r) for r in region.outputs])
-    return sub
-
+    return g.cut(region.nodes, [(g.name_of(r), g.type(r)) for r in region.inputs], region.outputs,
+                 f"{g.name}_region")

@@ -18,13 +18,12 @@ shared machine (NasRNN at two threads: 2.8 to 3.8 ms), too much to subtract mill
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from taso_py.atomic import write_json
-from taso_py.cache import cache_root
+from taso_py.cache import cache_root, read_records
 from taso_py.cost.measured import machine_key
 from taso_py.cost.model import CostModel, graph_cost
 from taso_py.errors import TasoError
@@ -70,12 +69,7 @@ class ContextTimings:
         self.origin = origin
         self.cost = cost
         self.path = path or cache_root() / f"context-{machine_key(threads)}.json"
-        self.times: dict[str, list[float]] = {}
-        if self.path.exists():
-            try:
-                self.times = {str(k): [float(v[0]), float(v[1])] for k, v in json.loads(self.path.read_text()).items()}
-            except (OSError, ValueError, TypeError, IndexError, AttributeError):
-                self.times = {}  # a damaged cache is only lost time
+        self.times = read_records(self.path, lambda doc: {str(k): [float(v[0]), float(v[1])] for k, v in doc.items()})
         self.seconds = 0.0  # spent timing in this process
         self._whole: tuple[Graph, float] | None = None  # the last start graph and its cost
         self.timed = 0  # pairs timed here (the rest came from the cache)

@@ -14,7 +14,6 @@ merging many small operators pays even where their arithmetic does not shrink.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import platform
 import statistics
@@ -26,7 +25,7 @@ import numpy as np
 import onnx
 
 from taso_py.atomic import write_json
-from taso_py.cache import cache_root
+from taso_py.cache import cache_root, read_records
 from taso_py.cost.analytical import Roofline
 from taso_py.cost.model import OpCall
 from taso_py.graph.ir import Graph
@@ -67,14 +66,9 @@ class Measured:
         self.threads = threads or os.cpu_count() or 1
         self.opset = opset
         self.path = path or cache_root() / f"costs-{machine_key(self.threads)}-opset{opset or 'default'}.json"
-        self.times: dict[str, float] = {}
+        self.times = read_records(self.path, lambda doc: {str(k): float(v) for k, v in doc.items()})
         self.measured = 0  # applications timed in this process (the rest came from the cache)
         self.seconds = 0.0  # time spent measuring
-        if self.path.exists():
-            try:
-                self.times = {str(k): float(v) for k, v in json.loads(self.path.read_text()).items()}
-            except (OSError, ValueError, AttributeError):
-                self.times = {}  # a damaged cache is only lost time: measure again
         self._overhead: float | None = None
         self._by_call: dict[OpCall, float] = {}  # the same, without building the text key
         self._dirty = False

@@ -254,6 +254,25 @@ class Graph:
             self.remove(i)
         return len(dead)
 
+    def cut(self, nodes: Sequence[Node], inputs: Sequence[tuple[str, TensorType]], outputs: Sequence[Ref],
+            name: str) -> Graph:
+        """`nodes` (in topological order) as a graph of their own: `inputs` (tensor name and type) as its
+        inputs, every other tensor they read from outside is a weight copied in, and `outputs` end it
+        under their names here. ONNX Runtime runs a part of a model this way (a fallback region, a
+        rewrite with its neighbours)."""
+        sub = Graph(name)
+        by_name = {n: sub.add_input(n, t) for n, t in inputs}
+        refs: dict[Ref, Ref] = {}
+        for node in nodes:
+            for r in node.inputs:
+                if r not in refs:
+                    value = self.weight(r)
+                    refs[r] = by_name[self.name_of(r)] if value is None else sub.add_weight(value, self.name_of(r))
+            new = sub.add_node(node.op, [refs[r] for r in node.inputs], node.attrs, node.types, node.names)
+            refs.update(zip(node.outputs, new.outputs))
+        sub.set_outputs([refs[r] for r in outputs], [self.name_of(r) for r in outputs])
+        return sub
+
     def copy(self) -> Graph:
         other = Graph(self.name)
         other.nodes = dict(self.nodes)

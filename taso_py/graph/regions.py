@@ -142,24 +142,13 @@ def in_context(before: Graph, after: Graph, region: Region, hops: int = 1) -> tu
 
 
 def _cut(g: Graph, nodes: list[Node], inputs: list[tuple[str, TensorType]], live: set[int]) -> Graph:
-    """`nodes` of `g` (in topological order) as a graph reading `inputs`; its outputs are the tensors
-    the rest of `g` reads, or that are outputs of `g`."""
-    sub = Graph(f"{g.name}_context")
-    refs: dict[Ref, Ref] = {}
-    by_name = {name: sub.add_input(name, t) for name, t in inputs}
+    """`nodes` of `g` as a graph reading `inputs` (`Graph.cut`); its outputs are the tensors the
+    rest of `g` reads, or that are outputs of `g`."""
     made = {n.id for n in nodes}
-    for node in nodes:
-        for r in node.inputs:
-            if r not in refs:
-                value = g.weight(r)
-                refs[r] = by_name[g.name_of(r)] if value is None else sub.add_weight(value, g.name_of(r))
-        new = sub.add_node(node.op, [refs[r] for r in node.inputs], node.attrs, node.types, node.names)
-        refs.update(zip(node.outputs, new.outputs))
     read_outside = {r for n in g.nodes.values() if n.id in live and n.id not in made for r in n.inputs}
     ends = [r for n in nodes for r in n.outputs if r in read_outside or r in g.outputs]
     # the model's outputs in its order, then the rest by name: the two sides' outputs then correspond
     ends.sort(key=lambda r: (0, g.outputs.index(r), "") if r in g.outputs else (1, 0, g.name_of(r)))
     if not ends:
         raise GraphError("the region computes nothing the rest of the model reads")
-    sub.set_outputs([refs[r] for r in ends], [g.name_of(r) for r in ends])
-    return sub
+    return g.cut(nodes, inputs, ends, f"{g.name}_context")
