@@ -580,7 +580,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--replay", type=int, metavar="SEED", help="run one case here, with tracebacks, and print it")
     args = ap.parse_args(argv)
     if args.replay is not None:
-        return _replay(args.replay)
+        return _replay(args.replay, args.target)
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -625,13 +625,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return doc
 
 
-def _replay(seed: int) -> dict[str, Any]:
-    """One case in this process, with the model printed and tracebacks shown."""
+def _replay(seed: int, target: str = "cpu") -> dict[str, Any]:
+    """One case in this process, with the model printed and tracebacks shown; compiled for `target`."""
     os.environ["TASO_DEBUG"] = "1"
     case = generate(seed)
     print(onnx.printer.to_text(case.model.graph))
     try:
-        result = run_case(seed, load_library(None), with_compile=True, with_subprocess=True)
+        result = run_case(seed, load_library(None), with_compile=True, with_subprocess=True, target=target)
     except Exception:
         traceback.print_exc()
         raise

@@ -337,7 +337,7 @@ def _region_session(path: Path) -> Any:
 
 
 def random_inputs(model: CompiledModel, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded inputs, the same values taso_py.runtime.random_feeds gives ONNX Runtime for the check."""
+    """Seeded inputs for the module and ONNX Runtime alike, drawn as `taso_py.runtime.random_arrays` draws."""
     return random_arrays([(s.name, s.shape, np.dtype(s.dtype)) for s in model.inputs], seed)
 
 

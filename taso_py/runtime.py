@@ -21,13 +21,21 @@ from taso_py.ort import session
 from taso_py.types import TensorType
 
 INF = float("inf")
+CHUNK = 1 << 20  # elements drawn or compared at a time: bounds the float64 temporaries at a few MiB
 
 
 def random_feeds(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded inputs for every graph input (see random_arrays), for a graph that fits in memory
-    (`check_memory`)."""
+    """Seeded inputs for every graph input the outputs depend on (see random_arrays), for a graph
+    that fits in memory (`check_memory`); zeros for the others, which ONNX Runtime still wants fed:
+    `np.zeros` leaves their pages untouched, so a huge input nothing reads costs nothing (fuzz case
+    170395: an unread 8 GiB input drew normals for minutes on a 128 GiB machine)."""
     check_memory(graph)
-    return random_arrays([(n.attrs.name, n.attrs.type.shape, n.attrs.type.dtype.numpy) for n in graph.inputs], seed)
+    live = graph.live_ids()
+    feeds = random_arrays([(n.attrs.name, n.attrs.type.shape, n.attrs.type.dtype.numpy)
+                           for n in graph.inputs if n.id in live], seed)
+    unread = {n.attrs.name: np.zeros(n.attrs.type.shape, n.attrs.type.dtype.numpy)
+              for n in graph.inputs if n.id not in live}
+    return {n.attrs.name: feeds.get(n.attrs.name, unread.get(n.attrs.name)) for n in graph.inputs}
 
 
 def available_memory() -> int:
@@ -42,12 +50,13 @@ def available_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
 
 
-def check_memory(graph: Graph) -> None:
+def check_memory(graph: Graph, sets: int = 0) -> None:
     """Refuse (InputError) a model whose tensors, live at once as a run in topological order keeps
     them, need more memory than is available: ONNX Runtime would allocate them for the check, the
     kernel overcommits, and the process is killed with no error to report (fuzz case 102850: a
     flipped bit in a Pad's sizes made 31 GiB of outputs on a 23 GiB machine). A lower bound of what
-    ORT needs: it also frees a tensor after its last reader, and keeps weights and outputs."""
+    ORT needs: it also frees a tensor after its last reader, and keeps weights and outputs. With
+    `sets`, what a check on that many input sets holds beside: their inputs and both models' outputs."""
     live_ids = graph.live_ids()
     order = [n for n in graph.topo_order() if n.id in live_ids]
     readers = Counter(r for n in order for r in dict.fromkeys(n.inputs))
@@ -68,9 +77,12 @@ def check_memory(graph: Graph) -> None:
         for r in [*inputs, *node.outputs]:  # last read now, or never read
             if readers[r] == 0 and r not in kept:
                 live -= size(graph.type(r))
+    held = sets * (sum(size(n.attrs.type) for n in graph.inputs if n.id in live_ids)
+                   + 2 * sum(size(graph.type(r)) for r in graph.outputs))
     available = available_memory()
-    if peak > available:
-        raise InputError(f"running the model needs {_gib(peak)} at once (at tensor {worst}), more than "
+    if peak + held > available:
+        what = f"checking the model on {sets} input sets" if sets else "running the model"
+        raise InputError(f"{what} needs {_gib(peak + held)} at once (at tensor {worst}), more than "
                          f"the {_gib(available)} of memory available; check its shapes and constants, "
                          "or give smaller input shapes with --input-shape")
 
@@ -82,26 +94,30 @@ def _gib(n: int) -> str:
 def random_arrays(specs: Iterable[tuple[str, Sequence[int], np.dtype]], seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded arrays by name: normal floats, small non-negative ints (safe as indices), random bools.
 
-    Refused (InputError) when they would not fit in memory: the kernel overcommits, so numpy's
-    allocation succeeds and filling it gets the process killed, with no error to report."""
+    Drawn a chunk at a time into arrays of their own type (the same stream as one draw of each
+    whole), so the float64 draw of a float32 input never exists whole. Refused (InputError) when
+    they would not fit in memory: the kernel overcommits, so numpy's allocation succeeds and
+    filling it gets the process killed, with no error to report."""
     specs = [(name, tuple(shape), np.dtype(dtype)) for name, shape, dtype in specs]
-    # floats are drawn as float64 and then cast: both copies exist at once
-    need = sum(math.prod(shape) * (dtype.itemsize + 8) for _, shape, dtype in specs)
+    need = sum(math.prod(shape) * dtype.itemsize for _, shape, dtype in specs)
     available = available_memory()
     if need > available:
-        raise InputError(f"random inputs for the check need {need / 2**30:,.1f} GiB, more than the "
-                         f"{available / 2**30:,.1f} GiB of memory available; give smaller input shapes "
-                         f"with --input-shape")
+        raise InputError(f"random inputs for the check need {_gib(need)}, more than the {_gib(available)} of "
+                         "memory available; give smaller input shapes with --input-shape")
     rng = np.random.default_rng(seed)
     feeds = {}
     for name, shape, dtype in specs:
-        if dtype.kind == "f":
-            value = rng.standard_normal(tuple(shape))
-        elif dtype.kind == "b":
-            value = rng.random(tuple(shape)) < 0.5
-        else:
-            value = rng.integers(0, 2, tuple(shape))
-        feeds[name] = np.asarray(value, dtype)
+        value = np.empty(shape, dtype)
+        flat = value.reshape(-1)
+        for start in range(0, flat.size, CHUNK):
+            n = min(CHUNK, flat.size - start)
+            if dtype.kind == "f":
+                flat[start:start + n] = rng.standard_normal(n)
+            elif dtype.kind == "b":
+                flat[start:start + n] = rng.random(n) < 0.5
+            else:
+                flat[start:start + n] = rng.integers(0, 2, n)
+        feeds[name] = value
     return feeds
 
 
@@ -287,19 +303,66 @@ def compare_output(name: str, a: np.ndarray, b: np.ndarray) -> OutputError:
         first = _index(int(np.argmax(differ)), a.shape)
         return OutputError(name, INF, INF, INF, first, f"{int(differ.sum())} of {a.size} elements differ "
                            f"({a.dtype} output: must be equal), first at {list(first)}: {a[first]!r} vs {b[first]!r}")
-    finite_a, finite_b = np.isfinite(a), np.isfinite(b)
-    special = ~(finite_a & finite_b)
-    # NaN where NaN, +inf where +inf, -inf where -inf
-    mismatch = special & ~((np.isnan(a) & np.isnan(b)) | (a == b))
-    if mismatch.any():
-        first = _index(int(np.argmax(mismatch)), a.shape)
-        return OutputError(name, INF, INF, INF, first, f"NaN/Inf at different positions ({int(mismatch.sum())} "
+    if _bitwise_equal(a, b):  # the common case, in one pass and no float64 copies
+        return OutputError(name, 0.0, 0.0, 0.0, _index(0, a.shape) if a.size else None)
+    f = _float_errors(a, b)
+    if f.mismatches:
+        first = _index(f.first_mismatch, a.shape)
+        return OutputError(name, INF, INF, INF, first, f"NaN/Inf at different positions ({f.mismatches} "
                            f"elements, first at {list(first)}: {a[first]} vs {b[first]})")
-    a64, diff, max_abs, normwise = _finite_errors(a, b)
-    per_element = diff / (np.abs(a64) + _tiny(a.dtype))
-    worst = int(np.argmax(per_element)) if per_element.size else 0
-    elementwise = float(per_element.flat[worst]) if per_element.size else 0.0
-    return OutputError(name, max_abs, normwise, elementwise, _index(worst, a.shape) if a.size else None)
+    return OutputError(name, f.max_abs, f.normwise, f.elementwise, _index(f.worst, a.shape) if a.size else None)
+
+
+def _bitwise_equal(a: np.ndarray, b: np.ndarray) -> bool:
+    """Same bits everywhere (so the same NaN and ±Inf positions, and no error), chunk by chunk."""
+    if a.dtype.kind not in "fc" or a.dtype.itemsize not in (2, 4, 8):
+        return False
+    bits = np.dtype(f"u{a.dtype.itemsize}")
+    fa, fb = np.ravel(a).view(bits), np.ravel(b).view(bits)
+    return all(np.array_equal(fa[i:i + CHUNK], fb[i:i + CHUNK]) for i in range(0, fa.size, CHUNK))
+
+
+@dataclass(frozen=True)
+class _FloatErrors:
+    max_abs: float
+    normwise: float
+    elementwise: float
+    worst: int  # flat index of the worst element
+    mismatches: int  # elements where NaN/±Inf differ
+    first_mismatch: int
+
+
+def _float_errors(a: np.ndarray, b: np.ndarray) -> _FloatErrors:
+    """`b` against `a` chunk by chunk, in float64 (complex128): NaN/±Inf positions that differ, and
+    over the elements finite in both (the others count as 0) max|a-b|, the normwise error
+    max|a-b| / max|a| and the worst |a-b| / (|a| + tiny). In chunks so that a model with
+    gigabyte-sized outputs is checked in the memory the outputs already take (fuzz case 41864: an
+    8 GiB output, compared whole, needed seven times its size)."""
+    fa, fb = np.ravel(a), np.ravel(b)
+    wide = np.complex128 if a.dtype.kind == "c" or b.dtype.kind == "c" else np.float64
+    tiny = _tiny(a.dtype)
+    max_abs = scale = 0.0
+    elementwise, worst, mismatches, first_mismatch = -1.0, 0, 0, -1
+    for start in range(0, fa.size, CHUNK):
+        x, y = fa[start:start + CHUNK], fb[start:start + CHUNK]
+        both = np.isfinite(x) & np.isfinite(y)
+        if not both.all():  # NaN where NaN, +inf where +inf, -inf where -inf
+            mismatch = ~both & ~((np.isnan(x) & np.isnan(y)) | (x == y))
+            count = int(mismatch.sum())
+            if count and first_mismatch < 0:
+                first_mismatch = start + int(np.argmax(mismatch))
+            mismatches += count
+        x64 = np.where(both, x, 0).astype(wide)
+        diff = np.abs(x64 - np.where(both, y, 0).astype(wide))
+        magnitude = np.abs(x64)
+        max_abs = max(max_abs, float(diff.max(initial=0.0)))
+        scale = max(scale, float(magnitude.max(initial=0.0)))
+        per_element = diff / (magnitude + tiny)
+        i = int(np.argmax(per_element))
+        if float(per_element[i]) > elementwise:
+            elementwise, worst = float(per_element[i]), start + i
+    normwise = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else INF)
+    return _FloatErrors(max_abs, normwise, max(elementwise, 0.0), worst, mismatches, first_mismatch)
 
 
 def _passes(e: OutputError, rtol: float, atol: float) -> bool:
@@ -308,18 +371,6 @@ def _passes(e: OutputError, rtol: float, atol: float) -> bool:
     if e.normwise <= rtol or e.max_abs <= atol:
         return True
     return e.truth is not None and e.truth[1] <= max(rtol, e.floor, ROUNDING_FACTOR * e.truth[0])
-
-
-def _finite_errors(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float]:
-    """Over the elements finite in both (the others count as 0), in float64 or complex128: `a`,
-    |a-b|, max|a-b| and the normwise error max|a-b| / max|a|."""
-    both = np.isfinite(a) & np.isfinite(b)
-    wide = np.complex128 if a.dtype.kind == "c" else np.float64
-    a64 = np.where(both, a, 0).astype(wide)
-    diff = np.abs(a64 - np.where(both, b, 0).astype(wide))
-    max_abs = float(diff.max(initial=0.0))
-    scale = float(np.abs(a64).max(initial=0.0))
-    return a64, diff, max_abs, max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else INF)
 
 
 def arbitrate(comparison: Comparison, truth: Callable[[], Graph], feed_sets: Sequence[Mapping[str, np.ndarray]],
@@ -357,8 +408,8 @@ def arbitrate(comparison: Comparison, truth: Callable[[], Graph], feed_sets: Seq
     errors = []
     for e in comparison.outputs:
         if e.name in suspects and truths[0][e.name].dtype.kind == "f":
-            ref = max(_finite_errors(t[e.name], r[e.name])[3] for t, r in zip(truths, references))
-            cand = max(_finite_errors(t[e.name], c[e.name])[3] for t, c in zip(truths, candidates))
+            ref = max(_float_errors(t[e.name], r[e.name]).normwise for t, r in zip(truths, references))
+            cand = max(_float_errors(t[e.name], c[e.name]).normwise for t, c in zip(truths, candidates))
             e = replace(e, truth=(ref, cand), floor=floors[e.name])
         errors.append(e)
     return _verdict(errors, comparison.rtol, comparison.atol, comparison.inputs)
@@ -456,5 +507,6 @@ def check_equivalent(reference: onnx.ModelProto | str | Path, candidate: onnx.Mo
     """The check a rewritten model must pass before it is written: `compare_models` on `seeds`
     random input sets (seeds `seed`, `seed + 1`, ...) for the inputs of `graph`, outputs that fail
     by rounding alone arbitrated against the reference's graph `truth()` in float64 (`arbitrate`)."""
+    check_memory(graph, seeds)
     return compare_models(reference, candidate, [random_feeds(graph, seed + k) for k in range(seeds)], rtol, atol,
                           truth=truth)

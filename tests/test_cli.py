@@ -19,6 +19,7 @@ from benchmarks import models
 from taso_py import __version__
 from taso_py.cli import main
 from taso_py.cli.info import summarize
+from taso_py.errors import InputError
 from taso_py.onnx_io import exporter, load_model
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "inception_v3_small.onnx"
@@ -307,20 +308,31 @@ def test_an_allocation_past_the_machine_is_one_line(tmp_path: Path, monkeypatch:
 
 
 @pytest.mark.parametrize("command", ["optimize", "compile"])
-def test_inputs_that_do_not_fit_in_memory_are_refused_before_allocating(
+def test_a_check_that_does_not_fit_in_memory_is_refused_before_allocating(
         tmp_path: Path, command: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Found by the fuzzer: an input of 2^31 floats (within the reader's limit) was drawn as 16 GiB of
-    float64 for the check; the kernel overcommits, so the process was killed instead of refusing."""
+    float64 for the check; the kernel overcommits, so the process was killed instead of refusing. And
+    on a 128 GiB machine (fuzz case 41864) the check held two input sets and both models' outputs of
+    8 GiB each: killed again. Here the run itself (the input and the sum, 2 GiB) fits in 2.5 GiB, the
+    check (each of 2 sets: 1 GiB in, 1 GiB out of each model) does not."""
     import taso_py.runtime
 
-    # the model itself (the input and the sum, 2 GiB) fits; its float64 draw does not
     monkeypatch.setattr(taso_py.runtime, "available_memory", lambda: 5 << 29)
     path = tmp_path / "m.onnx"
     onnx.save(_add_model(numpy_helper.from_array(np.ones(1, np.float32), "w"), [1 << 27, 2]), str(path))
     result = CliRunner().invoke(main, [command, str(path), "-o", str(tmp_path / "out")])
     assert result.exit_code == 2, result.output
-    assert "random inputs for the check need 3.0 GiB, more than the 2.5 GiB of memory available" in result.output
+    assert "checking the model on 2 input sets needs 8.0 GiB at once (at tensor 'y' (f32[134217728,2])), " \
+           "more than the 2.5 GiB of memory available" in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_random_inputs_that_do_not_fit_are_refused_before_drawing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import taso_py.runtime
+
+    monkeypatch.setattr(taso_py.runtime, "available_memory", lambda: 1 << 20)
+    with pytest.raises(InputError, match=r"random inputs for the check need 4.00 MiB, more than the 1.00 MiB"):
+        taso_py.runtime.random_arrays([("x", [1 << 20], np.float32)])
 
 
 @pytest.mark.parametrize("command", ["optimize", "compile"])
@@ -341,8 +353,11 @@ def test_a_model_whose_tensors_do_not_fit_at_once_is_refused_before_running(
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     result = CliRunner().invoke(main, [command, str(path), "-o", str(tmp_path / "out")])
     assert result.exit_code == 2, result.output
-    assert "running the model needs 1.25 MiB at once (at tensor 'y3' (f32[256,256])), more than the 1.00 MiB" \
-        in result.output
+    # the run: x and four outputs at once (1.25 MiB); the check: 2 sets of x and both models' outputs
+    assert "checking the model on 2 input sets needs 5.75 MiB at once (at tensor 'y3' (f32[256,256])), more " \
+        "than the 1.00 MiB" in result.output
+    with pytest.raises(InputError, match=r"running the model needs 1.25 MiB at once \(at tensor 'y3'"):
+        taso_py.runtime.check_memory(load_model(path).graph)
     assert not (tmp_path / "out").exists()
 
 

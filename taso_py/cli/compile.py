@@ -84,7 +84,7 @@ def compile_command(model: Path, target_name: str, out: Path, no_optimize: bool,
     check_destination(Path(out))
     started = time.perf_counter()
     imported = load(model, input_shapes)
-    check_memory(imported.graph)  # the module is run against ORT before it is published
+    check_memory(imported.graph, CHECK_SEEDS)  # the module is run against ORT before it is published
     console = Console(stderr=True)
     graph_model: OnnxModel = imported
     rewrites, predicted = 0, 1.0

@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import click
+import numpy as np
 from rich.console import Console
 from rich.progress import Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -27,7 +28,7 @@ from taso_py.cli.rules import library_option
 from taso_py.cost.model import CostModel
 from taso_py.library.store import load as load_library
 from taso_py.optimizer import Optimized, cost_model, optimize
-from taso_py.runtime import Comparison, Latency, latency, random_feeds
+from taso_py.runtime import CHECK_SEEDS, Comparison, Latency, check_memory, latency, random_feeds
 
 
 @click.command("optimize")
@@ -65,6 +66,8 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
     """
     target = output_path(model, out, ".taso.onnx")
     imported = load(model, input_shapes)
+    if not no_check:
+        check_memory(imported.graph, CHECK_SEEDS)  # refused before the search, not after it
     library = load_library(library_path)
     pricing = cost_model(cost, threads, imported.opset)
     console = Console(stderr=True)
@@ -77,9 +80,10 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
                        else f"search: {step} graphs expanded, best cost {value:.4g} {pricing.unit}")
 
         result = optimize(imported, library, pricing, search_settings(search, alpha, budget, timeout, seed), progress)
-        feeds = random_feeds(imported.graph, seed)
         written, trials, accepted = result.model, [], None
+        feeds: dict[str, np.ndarray] = {}  # the timings' inputs, drawn only when there is something to time
         if speed_runs and result.outcome.applied:
+            feeds = random_feeds(imported.graph, seed)
             accepted = accept(result.model, result.start, result.model.graph, pricing, feeds, threads, speed_runs,
                               lambda text: bar.update(task, description=text))
             written, trials = replace(result.model, graph=accepted.graph), accepted.trials
