@@ -112,3 +112,19 @@ def test_under_load_compares_slowdowns(tmp_path: Path) -> None:
     under_load.main(["--size", "small", "--models", "squeezenet", "--seconds", "0.5", "--out", str(tmp_path)])
     (row,) = json.loads((tmp_path / "under_load.json").read_text())["rows"]
     assert row["busy loop slowdown"]["ours"] > 0 and row["inference process slowdown"]["ort"] > 0
+
+
+def test_search_compare_times_what_each_search_found_in_ort(tmp_path: Path):
+    """The LSTM gates block: the α-search merges the gate matmuls (analytical costs, fixed constants);
+    a search that rewrote nothing gives the user's graph back, untimed."""
+    search_compare.main(["--models", "lstm_gates", "--runs", "2", "--out", str(tmp_path)])
+    (row,) = json.loads((tmp_path / "search_compare.json").read_text())["rows"]
+    table = (tmp_path / "search_compare.md").read_text()
+    assert row["backtrack"]["rewrites"] > 0
+    for search in ("backtrack", "eqsat"):
+        found = row[search]
+        if found["rewrites"]:
+            assert found["ort"]["runs"] >= 2 and found["ort_speedup"] == found["ort"]["speedup"] > 0
+            assert f"| {found['ort_speedup']:.3f}× |" in table
+        else:
+            assert found["ort"] is None and found["ort_speedup"] == 1.0 and "| no rewrite |" in table
