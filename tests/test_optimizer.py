@@ -32,7 +32,7 @@ from taso_py.library.terms import Apply, Pick, Rule, Term, Var, term_names
 from taso_py.match.matcher import Matcher
 from taso_py.match.rewrite import apply, plan
 from taso_py.onnx_io import load_model, to_onnx
-from taso_py.optimizer import directed_rules, optimize
+from taso_py.optimizer import Directed, directed_rules, optimize, relevant
 from taso_py.runtime import compare_models, random_feeds
 from taso_py.search import eqsat
 from taso_py.search.backtracking import Settings, search
@@ -489,3 +489,20 @@ def test_a_damaged_operator_timing_cache_is_measured_again(tmp_path: Path, text:
     assert Measured(1, None, path).times == {}
     path.write_text('{"k": 0.5}')
     assert Measured(1, None, path).times == {"k": 0.5}
+
+
+def test_a_search_gets_the_rules_that_can_match_in_its_graph():
+    """Rules whose source needs an operator the graph lacks never match, unless a rule that can
+    match writes that operator: a split of a concat only after a merge made them."""
+    texts = {"merge": "(matmul(a, b), matmul(a, c)) == (split(matmul(a, concat(b, c, axis=1)), axis=1, "
+                      "sizes=[dim(b, 1), dim(c, 1)])[0], split(matmul(a, concat(b, c, axis=1)), axis=1, "
+                      "sizes=[dim(b, 1), dim(c, 1)])[1])",
+             "unmerge": "split(concat(a, b, axis=1), axis=1, sizes=[dim(a, 1), dim(b, 1)])[0] == a",
+             "relu": "relu(relu(a)) == relu(a)",
+             "conv": "conv2d(a, b, stride=[1, 1], pad=[0, 0], act=none) == conv2d(a, b, stride=[1, 1], "
+                     "pad=[0, 0], act=none)"}
+    rules = [Directed(k, t, parse_rule(t), False) for k, t in texts.items()]
+    g, r = _graph({"w0": (8, 3), "w1": (8, 3)}, {"x": (4, 8)})
+    g.set_outputs([g.add("matmul", [r["x"], r[w]])[0] for w in ("w0", "w1")], ["y0", "y1"])
+    assert [d.entry_id for d in relevant(rules, g)] == ["merge", "unmerge"]
+    assert [d.entry_id for d in relevant(rules[1:], g)] == []  # nothing writes the split of a concat
