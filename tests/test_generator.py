@@ -341,3 +341,13 @@ def test_restoring_counts_every_rule_it_brings_back():
     final: list[str] = []
     restored = pipeline._restore(LocalExecutor(1), [general, other], final, shapes)
     assert restored == [general, other] and final == [general, other]
+
+
+def test_a_restored_rule_is_judged_against_those_restored_before_it():
+    general = "matmul(a, add(b, c)) == add(matmul(a, b), matmul(a, c))"
+    instance = "matmul(a, add(b, b)) == add(matmul(a, b), matmul(a, b))"  # general with c := b
+    other = "matmul(matmul(a, b), c) == matmul(a, matmul(b, c))"
+    shapes = {general: MATRIX, instance: {"a": [4, 4], "b": [4, 4]}, other: MATRIX}
+    final: list[str] = []
+    restored = pipeline._restore(LocalExecutor(1), [general, instance, other], final, shapes)
+    assert restored == [general, other] and final == [general, other]

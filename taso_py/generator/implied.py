@@ -25,6 +25,7 @@ where its attributes are *symbolically* equal to the matched ones (`dim(a, 1)` m
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from collections import defaultdict
 from collections.abc import Iterator
@@ -71,49 +72,92 @@ def task_implied(chunk: list[str], kept: list[str], shapes: dict[str, dict[str, 
 
 def _redundant(chunk: list[str], order: list[str], shapes: dict[str, dict[str, list[int]]], before: Any
                ) -> list[str]:
-    rules = [parse_rule(t) for t in order]
-    index: dict[str, list[tuple[int, Term, Term]]] = defaultdict(list)
-    for i, r in enumerate(rules):
-        if len(r.src) != 1 or r.where:
-            continue
-        for lhs, rhs in ((r.src[0], r.dst[0]), (r.dst[0], r.src[0])):
-            if not isinstance(lhs, Var) and _vars(rhs) <= _vars(lhs):
-                index[_root(lhs)].append((i, lhs, rhs))
-    general = [r for r in rules if not r.where]
+    known = _known(tuple(order))
     out = []
     for text in chunk:
-        rule = parse_rule(text)
+        rule = _parse(text)
         world = Shapes(shapes[text])
-        if _instance(rule, general, world):
+        if _instance(rule, known, world):
             redundant = True
         elif rule.attr_variables():
             redundant = False
         elif len(rule.src) > 1:
-            everything = len(rules)
-            redundant = all(_rewrites_to(s, d, index, everything, world)
-                            and _rewrites_to(d, s, index, everything, world) for s, d in zip(rule.src, rule.dst))
+            everything = len(known.rules)
+            redundant = all(_rewrites_to(s, d, known.index, everything, world)
+                            and _rewrites_to(d, s, known.index, everything, world) for s, d in zip(rule.src, rule.dst))
         else:
-            redundant = _joinable(rule.src[0], rule.dst[0], world, index, before(text))
+            redundant = _joinable(rule.src[0], rule.dst[0], world, known.index, before(text))
         if redundant:
             out.append(text)
     return out
 
 
-def _instance(rule: Rule, rules: list[Rule], shapes: Shapes) -> bool:
-    """Whether `rule` is a rule with more distinct tensor variables, some of them made equal
-    (and attribute variables perhaps fixed), in either orientation and any order of outputs."""
-    mine = _tensor_vars(rule)
-    for other in rules:
-        if len(other.src) != len(rule.src) or _tensor_vars(other) <= mine:
+@functools.cache
+def _parse(text: str) -> Rule:
+    return parse_rule(text)
+
+
+Side = tuple[int, tuple[Term, ...], tuple[Term, ...]]  # a rule's position, one side and the other
+
+
+@dataclasses.dataclass(frozen=True)
+class _Known:
+    """The rules a chunk is judged against, parsed and indexed once per worker process: the
+    pruning of a `--max-ops 4` library sends the same 5,000 rules with each of its 200 chunks, and
+    parsing them and trying every one against every rule was most of its time."""
+
+    rules: list[Rule]
+    index: dict[str, list[tuple[int, Term, Term]]]  # single-output rewrites by the root of their left side
+    sides: dict[tuple[int, tuple[str, ...]], list[Side]]  # rules without `where`, by outputs and side roots
+    anywhere: dict[int, list[Side]]  # sides with a bare variable among their roots, by outputs
+    tensor_vars: list[int]
+
+
+@functools.lru_cache(maxsize=2)
+def _known(order: tuple[str, ...]) -> _Known:
+    rules = [_parse(t) for t in order]
+    index: dict[str, list[tuple[int, Term, Term]]] = defaultdict(list)
+    sides: dict[tuple[int, tuple[str, ...]], list[Side]] = defaultdict(list)
+    anywhere: dict[int, list[Side]] = defaultdict(list)
+    for i, r in enumerate(rules):
+        if r.where:
             continue
-        for lhs, rhs in ((other.src, other.dst), (other.dst, other.src)):
-            for order in itertools.permutations(range(len(rule.src))):
-                for env in _match_all([lhs[i] for i in order], list(rule.src), {}, shapes):
-                    try:
-                        if all(key(instantiate(rhs[i], env, shapes)) == key(d) for i, d in zip(order, rule.dst)):
-                            return True
-                    except (_NoMatch, KeyError):
-                        continue
+        for lhs, rhs in ((r.src, r.dst), (r.dst, r.src)):
+            roots = _roots(lhs)
+            (anywhere[len(lhs)] if None in roots else sides[len(lhs), tuple(sorted(roots))]).append((i, lhs, rhs))
+        if len(r.src) != 1:
+            continue
+        for lhs, rhs in ((r.src[0], r.dst[0]), (r.dst[0], r.src[0])):
+            if not isinstance(lhs, Var) and _vars(rhs) <= _vars(lhs):
+                index[_root(lhs)].append((i, lhs, rhs))
+    return _Known(rules, dict(index), dict(sides), dict(anywhere), [_tensor_vars(r) for r in rules])
+
+
+def _roots(terms: tuple[Term, ...]) -> list[str | None]:
+    """The root operator of each term (None for a bare variable, which matches any term)."""
+    return [None if isinstance(t, Var) else _root(t) for t in terms]
+
+
+def _instance(rule: Rule, known: _Known, shapes: Shapes) -> bool:
+    """Whether `rule` is a rule with more distinct tensor variables, some of them made equal
+    (and attribute variables perhaps fixed), in either orientation and any order of outputs. Only
+    sides whose root operators are the rule's source's (or a bare variable) can match it."""
+    mine = _tensor_vars(rule)
+    n = len(rule.src)
+    roots = _roots(rule.src)
+    candidates = [*known.anywhere.get(n, ())]
+    if None not in roots:
+        candidates += known.sides.get((n, tuple(sorted(roots))), ())
+    for i, lhs, rhs in candidates:
+        if known.tensor_vars[i] <= mine:
+            continue
+        for order in itertools.permutations(range(n)):
+            for env in _match_all([lhs[k] for k in order], list(rule.src), {}, shapes):
+                try:
+                    if all(key(instantiate(rhs[k], env, shapes)) == key(d) for k, d in zip(order, rule.dst)):
+                        return True
+                except (_NoMatch, KeyError):
+                    continue
     return False
 
 
