@@ -98,6 +98,8 @@ def _parse(text: str) -> Rule:
 
 
 Side = tuple[int, tuple[Term, ...], tuple[Term, ...]]  # a rule's position, one side and the other
+# a rule's position, its left and right sides, and the roots of the left side's arguments (see `_kids`)
+Rewrite = tuple[int, Term, Term, tuple[str | None, ...]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +109,7 @@ class _Known:
     parsing them and trying every one against every rule was most of its time."""
 
     rules: list[Rule]
-    index: dict[str, list[tuple[int, Term, Term]]]  # single-output rewrites by the root of their left side
+    index: dict[str, list[Rewrite]]  # single-output rewrites by the root of their left side
     sides: dict[tuple[int, tuple[str, ...]], list[Side]]  # rules without `where`, by outputs and side roots
     anywhere: dict[int, list[Side]]  # sides with a bare variable among their roots, by outputs
     tensor_vars: list[int]
@@ -116,7 +118,7 @@ class _Known:
 @functools.lru_cache(maxsize=2)
 def _known(order: tuple[str, ...]) -> _Known:
     rules = [_parse(t) for t in order]
-    index: dict[str, list[tuple[int, Term, Term]]] = defaultdict(list)
+    index: dict[str, list[Rewrite]] = defaultdict(list)
     sides: dict[tuple[int, tuple[str, ...]], list[Side]] = defaultdict(list)
     anywhere: dict[int, list[Side]] = defaultdict(list)
     for i, r in enumerate(rules):
@@ -129,7 +131,7 @@ def _known(order: tuple[str, ...]) -> _Known:
             continue
         for lhs, rhs in ((r.src[0], r.dst[0]), (r.dst[0], r.src[0])):
             if not isinstance(lhs, Var) and _vars(rhs) <= _vars(lhs):
-                index[_root(lhs)].append((i, lhs, rhs))
+                index[_root(lhs)].append((i, lhs, rhs, _kids(lhs)))
     return _Known(rules, dict(index), dict(sides), dict(anywhere), [_tensor_vars(r) for r in rules])
 
 
@@ -379,14 +381,33 @@ def _positions(t: Term) -> Iterator[tuple[Term, Any]]:
                     t.op, (*t.args[:i], rebuild(new), *t.args[i + 1:]), t.attrs)
 
 
+def _kids(t: Term) -> tuple[str | None, ...]:
+    """The root operators of the arguments of `t`'s operator (None for a bare variable)."""
+    apply = t.term if isinstance(t, Pick) else t
+    return tuple(None if isinstance(a, Var) else _root(a) for a in apply.args)  # type: ignore[union-attr]
+
+
+def _fits(pattern: tuple[str | None, ...], term: tuple[str | None, ...], commutative: bool) -> bool:
+    """Whether arguments with roots `term` can match a pattern's with roots `pattern`, in order
+    or (two arguments of a commutative operator) swapped: checked before `match`, which most
+    rewrites of a 5,000-rule library fail at their first argument."""
+    if all(p is None or p == k for p, k in zip(pattern, term)):
+        return True
+    return commutative and len(term) == 2 and all(p is None or p == k for p, k in zip(pattern, term[::-1]))
+
+
 def rewrites(t: Term, index: dict, before: int, shapes: Shapes) -> Iterator[Term]:
     for sub, rebuild in _positions(t):
         if isinstance(sub, Var):
             continue
         want = shapes.of(sub)
-        for i, lhs, rhs in index.get(_root(sub), ()):
+        kids = _kids(sub)
+        commutative = ops.get((sub.term if isinstance(sub, Pick) else sub).op).commutative  # type: ignore[union-attr]
+        for i, lhs, rhs, pattern in index.get(_root(sub), ()):
             if i >= before:
                 break
+            if not _fits(pattern, kids, commutative):
+                continue
             for env in match(lhs, sub, {}, shapes):
                 try:
                     new = instantiate(rhs, env, shapes)
