@@ -56,9 +56,10 @@ def directed_rules(library: Library) -> list[Directed]:
 def relevant(rules: list[Directed], graph: Graph) -> list[Directed]:
     """The rules that can ever match while `graph` is searched: those whose source operators all
     occur in it or in what such rules write (to a fixed point). A library over every operator
-    family then gives a CNN's search its convolution rules only: equality saturation declares each
-    rule to egglog (about a millisecond apiece, 10 s for the 10,000 directions of a `--max-ops 4`
-    library), and the α-search tries each at every expansion. The others could never match."""
+    family then gives a CNN's search the rules of its operators only: equality saturation declares
+    each rule to egglog (about a millisecond apiece; the shipped library's 454 directions become
+    about 210 on ResNet-50, the `--max-ops 4` library's 7,372 about 1,670), and the α-search tries
+    each at every expansion. The others could never match."""
     have = {n.op.name for n in graph.nodes.values()}
     sides = [(_operators(d.rule.src), _operators(d.rule.dst)) for d in rules]
     grown = True
