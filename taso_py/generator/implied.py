@@ -384,7 +384,7 @@ def _positions(t: Term) -> Iterator[tuple[Term, Any]]:
 def _kids(t: Term) -> tuple[str | None, ...]:
     """The root operators of the arguments of `t`'s operator (None for a bare variable)."""
     apply = t.term if isinstance(t, Pick) else t
-    return tuple(None if isinstance(a, Var) else _root(a) for a in apply.args)  # type: ignore[union-attr]
+    return tuple(_roots(apply.args))  # type: ignore[union-attr]
 
 
 def _fits(pattern: tuple[str | None, ...], term: tuple[str | None, ...], commutative: bool) -> bool:
