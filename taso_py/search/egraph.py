@@ -43,7 +43,7 @@ class Snapshot:
     """The e-graph as read back from egglog: classes (small ints) and their e-nodes."""
 
     class_of: dict[int, int]  # handle -> class
-    handle: dict[int, int]  # class -> one of its handles
+    handle: dict[int, int]  # class -> its smallest handle
     nodes: dict[int, list[ENode]] = field(default_factory=dict)  # class -> e-nodes
     rows: dict[str, list[tuple[int, ...]]] = field(default_factory=dict)  # match relation -> rows
 
@@ -189,8 +189,9 @@ class EGraph:
         class_of = {k: cls(v) for k, v in handles.items()}
         excluded = {handles[h] for h in skipped if h in handles}
         snap = Snapshot(class_of, {})
-        for k, c in class_of.items():
-            snap.handle.setdefault(c, k)
+        for k, c in class_of.items():  # a class's first handle: what it was first made as
+            if k < snap.handle.get(c, k + 1):
+                snap.handle[c] = k
         for n in range(self.max_arity + 1):
             for r in frozen[f"A{n}"].rows:
                 node = ENode(self.egg.value_to_string(r.inputs[0]), to_int(r.inputs[1]),

@@ -10,11 +10,17 @@ evaluated, and the destination is built with inferred types (a destination that 
 changes a root's type is no rewrite). Its nodes are added and unioned with the roots; a merge adds
 the merged term and its projections. Commutative operators get their swap as an egglog rewrite.
 
+Merges: egglog pairs the siblings; an operator a merge made is not merged again by egglog (every
+subset of the siblings would follow) but here, one sibling at a time along one chain per group
+(`_Saturation._chain`), so that an n-way merge, which may pay where no pair does (a pair adds a
+split costing as much as the operator it saves), is in the e-graph of the first round.
+
 Saturation stops when an iteration adds nothing, or at the node, iteration or time bound; then
 `search.extract` picks the cheapest graph the e-graph represents under the same cost model as the
 α-search, greedily and as an integer program, and keeps the better of the two. That is one round;
-the next saturates the graph it extracted, while rounds gain and time is left, so that merges
-merge again there (pairs of pairs) rather than inside one e-graph (every subset of the siblings).
+the next saturates the graph it extracted, while rounds gain and time is left, so that what merges
+made can merge again there (NasRNN: inputs batched over time in one round, their weights merged in
+the next).
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ class _Pattern:
     atoms: list[str] = field(default_factory=list)
     apps: list[tuple[Apply, str, str, list[str]]] = field(default_factory=list)  # term, class, attr id, children
     roots: list[str] = field(default_factory=list)
+    first: int = 0  # columns[:first] are the first source term's
 
     def column(self, name: str, sort: str) -> str:
         if name not in self.columns:
@@ -78,8 +85,42 @@ class _Pattern:
 
 def compile_rule(i: int, rule: Rule) -> _Pattern:
     p = _Pattern(i, f"M{i}")
-    p.roots = [p.term(t) for t in rule.src]
+    p.roots = [p.term(rule.src[0])]
+    p.first = len(p.columns)
+    p.roots += [p.term(t) for t in rule.src[1:]]
     return p
+
+
+def bind(t: Term, handle: int, eg: EGraph, cls: Callable[[int], int]) -> dict[str, int] | None:
+    """The columns `compile_rule` gives a source term, bound by matching it against the e-node
+    `handle` was made as and its descendants (`cls` of their handles for tensors, attribute ids for
+    attributes), or None where it does not match: how a merge's fresh node is matched before
+    egglog has it."""
+    out: dict[str, int] = {}
+    count = [0]  # apps so far, numbered as `_Pattern.term` numbers them
+
+    def term(t: Term, h: int) -> bool:
+        if isinstance(t, Var):
+            return out.setdefault(f"v_{t.name}", cls(h)) == cls(h)
+        k = count[0]
+        if isinstance(t, Pick):
+            d = eg.defs.get(h)
+            if d is None or d.op != "P" or d.index != t.index:
+                return False
+            out[f"c{k}"] = h
+            return apply(t.term, d.children[0], f"c{k}t")  # type: ignore[arg-type]
+        return apply(t, h, f"c{k}")
+
+    def apply(t: Apply, h: int, column: str) -> bool:
+        k = count[0]
+        count[0] += 1
+        d = eg.defs.get(h)
+        if d is None or d.op != t.op or len(d.children) != len(t.args):
+            return False
+        out[column], out[f"s{k}"] = cls(h), d.attr
+        return all(term(a, c) for a, c in zip(t.args, d.children))
+
+    return out if term(t, handle) else None
 
 
 MIN_ILP_SECONDS = 1.0
@@ -90,11 +131,11 @@ def search(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: Eqsa
     """Saturate and extract in rounds, each on the graph the last one extracted, while a round gains
     and the time left of `settings.timeout` is at least what the last round took (a round cut short
     overruns the bound by its extraction and extracts from a half-grown e-graph); report like the
-    α-search (`applied` lists the rules whose nodes the extracted graphs use). A round never merges
-    an operator a merge made (`_Saturation.snapshot`), so it merges siblings in pairs and the next round
-    merges the pairs: on NasRNN, e-graphs of about 5,000 to 15,000 e-nodes a round, where merging
-    merged operators inside one e-graph made 32,000 (every subset of the siblings) and the exact
-    extraction found nothing in its time."""
+    α-search (`applied` lists the rules whose nodes the extracted graphs use). Egglog never merges
+    an operator a merge made (`_Saturation.snapshot`); the chains of `_Saturation._chain` do, and
+    the next round merges what the last one's merges made: on NasRNN, about 15,000 e-nodes in the
+    first round, where letting egglog merge merged operators made 32,000 (every subset of the
+    siblings) and the exact extraction found nothing in its time."""
     settings = settings or EqsatSettings()
     started = time.perf_counter()
     cost0 = graph_cost(graph, model)
@@ -203,11 +244,13 @@ class _Saturation:
         self.merged: set[int] = set()  # handles of the nodes multi-output rules (merges) made
         self.merge_roots = {p.name: [p.columns.index(r) for r in p.roots] for p in patterns
                             if len(rules[p.rule].src) > 1}  # a merge pattern's columns of its roots
+        self.by_name = {p.name: p for p in patterns}
         self.matches = 0
 
     def snapshot(self) -> Snapshot:
-        """The e-graph and its new matches, but no merge of an operator a merge made: that is the
-        next round's (see `search`); those rows are left out before egglog's values are converted."""
+        """The e-graph and its new matches, but no merge of an operator a merge made: `_chain` grows
+        merges, and the next round merges what they made (see `search`); those rows are left out
+        before egglog's values are converted."""
         return self.eg.snapshot(self.merge_roots, self.merged)
 
     def step(self, snap: Snapshot, node_limit: int) -> bool:
@@ -215,6 +258,7 @@ class _Saturation:
         pass `node_limit`."""
         const = constant_classes(self.eg, snap)
         added = self._flatten_splits(snap)
+        applied: dict[str, list[tuple[tuple[int, ...], _Builder]]] = {}
         for p in self.patterns:
             for row in snap.rows.get(p.name, ()):
                 if self.eg.handles >= node_limit:
@@ -223,8 +267,69 @@ class _Saturation:
                 if key in self.done:
                     continue
                 self.done.add(key)
-                if self._apply(p, dict(zip(p.columns, row)), snap, const):
+                built = self._apply(p, dict(zip(p.columns, row)), snap, const)
+                if built is not None:
                     added = True
+                    if p.name in self.merge_roots:
+                        applied.setdefault(p.name, []).append((row, built))
+        for name, pairs in applied.items():
+            added = self._chain(self.by_name[name], pairs, snap, const, node_limit) or added
+        return added
+
+    def _chain(self, p: _Pattern, pairs: list[tuple[tuple[int, ...], _Builder]], snap: Snapshot,
+               const: set[int], node_limit: int) -> bool:
+        """Grow each group of siblings a merge rule paired into one merge of them all, a sibling at a
+        time: the rule again on the operator the last merge made and the next sibling (in the order
+        of their first handles), matched here (`bind`) rather than by egglog in a later iteration.
+        A group is the partners of its first sibling in this snapshot's merges; the n-way merge costs
+        n - 1 applications, where merging merged operators in the e-graph made every subset."""
+        first, second = (p.columns.index(r) for r in p.roots)
+        rank = snap.handle
+        partners: dict[int, list[tuple[tuple[int, ...], _Builder]]] = {}
+        for row, built in pairs:
+            partners.setdefault(row[first], []).append((row, built))
+        view = Snapshot(dict(snap.class_of), dict(snap.handle), snap.nodes, snap.rows)
+        const = set(const)
+
+        def cls(h: int) -> int:  # a fresh node's class, made up until egglog has it
+            if h not in view.class_of:
+                view.class_of[h] = c = -1 - h
+                view.handle[c] = h
+            return view.class_of[h]
+
+        src, head = self.rules[p.rule].src[0], p.columns[:p.first]
+        # the tensors both sources read: the chain's row keeps the other sibling's match only where
+        # the merged operator reads the same classes (its class may hold other e-nodes, over others)
+        shared = [f"v_{t.name}" for t in walk(src) if isinstance(t, Var)
+                  if any(t in walk(other) for other in self.rules[p.rule].src[1:])]
+        added = False
+        for x, group in partners.items():
+            ys = sorted(group, key=lambda pair: rank[pair[0][second]])
+            if rank[ys[0][0][second]] < rank[x]:
+                continue  # not the group's first sibling: that one's chain covers this one
+            last = ys[0][1]
+            for row, _ in ys[1:]:
+                if self.eg.handles >= node_limit:
+                    return added
+                for h in last.made:
+                    bound = bind(src, h, self.eg, cls)
+                    if bound is None or set(bound) != set(head):
+                        continue
+                    sibling = dict(zip(p.columns, row))
+                    if any(bound[c] != sibling[c] for c in shared):
+                        break
+                    const.update(cls(k) for k in last.const_made)
+                    merged = sibling | bound
+                    key = (p.rule, tuple(merged[c] for c in p.columns))
+                    if key in self.done:
+                        break
+                    self.done.add(key)
+                    built = self._apply(p, merged, view, const)
+                    if built is not None:
+                        last, added = built, True
+                    break
+                else:
+                    break  # the last merge made nothing the rule matches again
         return added
 
     def _flatten_splits(self, snap: Snapshot) -> bool:
@@ -260,7 +365,9 @@ class _Saturation:
                         break
         return added
 
-    def _apply(self, p: _Pattern, row: dict[str, int], snap: Snapshot, const: set[int]) -> bool:
+    def _apply(self, p: _Pattern, row: dict[str, int], snap: Snapshot, const: set[int]) -> _Builder | None:
+        """The rewrite of one match, its nodes added and its roots unioned with theirs; the builder
+        of its destination, or None where the match does not hold or the destination does not type."""
         eg = self.eg
 
         def types(c: int) -> tuple:
@@ -268,26 +375,26 @@ class _Saturation:
 
         tensors = {col[2:]: c for col, c in row.items() if col.startswith("v_")}
         if len({row[r] for r in p.roots}) < len(p.roots):
-            return False
+            return None
         if not all(types(c)[0].dtype.is_float for c in tensors.values()):
-            return False
+            return None
         shapes = {v: types(c)[0].known_shape for v, c in tensors.items()}
         bound = bind_attributes([(t, eg.attrs[row[a]], [types(row[x])[0].known_shape for x in kids])
                                  for t, _, a, kids in p.apps], shapes)
         rule = self.rules[p.rule]
         if bound is None:
-            return False
+            return None
         inst = Instance(shapes, bound)
         try:
             if not all(holds(c, inst) for c in rule.where):
-                return False
+                return None
             built = _Builder(eg, snap, tensors, inst, const)
             outs = [built.term(t) for t in rule.dst]
         except (Undefined, AttrError, ShapeError, KeyError):
-            return False
+            return None
         for root, out in zip(p.roots, outs):
             if eg.types[out] != types(row[root]):
-                return False
+                return None
         self.matches += 1
         for h in built.made:
             self.origin[h] = p.rule
@@ -295,7 +402,7 @@ class _Saturation:
             self.merged.update(built.made)
         for root, out in zip(p.roots, outs):
             eg.union(snap.handle[row[root]], out)
-        return True
+        return built
 
 
 class _Builder:
@@ -305,7 +412,7 @@ class _Builder:
         self.eg, self.snap, self.tensors, self.inst, self.const = eg, snap, tensors, inst, const
         self.made: list[int] = []
         self._memo: dict[Term, int] = {}
-        self._const_made: set[int] = set()
+        self.const_made: set[int] = set()
 
     def term(self, t: Term) -> int:
         if isinstance(t, Var):
@@ -313,8 +420,8 @@ class _Builder:
         if t not in self._memo:
             if isinstance(t, Pick):
                 self._memo[t] = self.eg.pick(self.term(t.term), t.index)
-                if self._memo[t.term] in self._const_made:
-                    self._const_made.add(self._memo[t])
+                if self._memo[t.term] in self.const_made:
+                    self.const_made.add(self._memo[t])
             else:
                 self._memo[t] = self._apply(t)
         return self._memo[t]
@@ -322,7 +429,7 @@ class _Builder:
     def _apply(self, t: Apply) -> int:
         op = ops.get(t.op)
         children = [self.term(a) for a in t.args]
-        is_const = [h in self._const_made or self.snap.class_of.get(h, -1) in self.const for h in children]
+        is_const = [h in self.const_made or self.snap.class_of.get(h, -1) in self.const for h in children]
         if op.weights_only and not all(is_const):
             raise Undefined(f"{op.name} of run-time data")
         in_types = [self.eg.types[h][0] for h in children]
@@ -330,5 +437,5 @@ class _Builder:
         k = self.eg.node(op.name, self.eg.intern(op.name, attrs), children, op.infer(in_types, attrs))
         self.made.append(k)
         if children and all(is_const):
-            self._const_made.add(k)
+            self.const_made.add(k)
         return k
