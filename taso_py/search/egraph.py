@@ -171,13 +171,15 @@ class EGraph:
         """How many handles (about how many e-nodes) Python has made."""
         return self._next
 
-    def snapshot(self, skip: Mapping[str, Sequence[int]] | None = None, skipped: Iterable[int] = ()) -> Snapshot:
+    def snapshot(self, skip: Mapping[str, Sequence[int]] | None = None, skipped: Iterable[int] = (),
+                 except_for: Mapping[int, str] | None = None) -> Snapshot:
         """The e-graph and the matches found since the last snapshot, with egglog's values renamed to
         small ints. The match relations are emptied once read: egglog's semi-naive evaluation finds
         a match again only when a new fact takes part in it, and reading every earlier match back
         each iteration was most of a snapshot's time (NasRNN: 500,000 rows a snapshot). Rows of
         relation `name` whose columns `skip[name]` hold a class with a handle in `skipped` are left
-        out before they are converted (NasRNN's second iteration: 145,000 of 150,000 merge rows)."""
+        out before they are converted (NasRNN's second iteration: 145,000 of 150,000 merge rows),
+        unless `except_for` maps that handle to a relation other than `name`."""
         frozen = self.egg.freeze().functions
         ids: dict[Any, int] = {}
 
@@ -188,25 +190,29 @@ class EGraph:
         handles = {to_int(r.inputs[0]): r.output for r in frozen["H"].rows}
         class_of = {k: cls(v) for k, v in handles.items()}
         excluded = {handles[h] for h in skipped if h in handles}
+        maker = {handles[h]: name for h, name in (except_for or {}).items() if h in handles}
         snap = Snapshot(class_of, {})
         for k, c in class_of.items():  # a class's first handle: what it was first made as
             if k < snap.handle.get(c, k + 1):
                 snap.handle[c] = k
+        names: dict[Any, str] = {}  # operator names by egglog value: a few, read for every e-node
         for n in range(self.max_arity + 1):
             for r in frozen[f"A{n}"].rows:
-                node = ENode(self.egg.value_to_string(r.inputs[0]), to_int(r.inputs[1]),
-                             tuple(cls(v) for v in r.inputs[2:]))
+                op = names.get(r.inputs[0])
+                if op is None:
+                    op = names[r.inputs[0]] = self.egg.value_to_string(r.inputs[0])
+                node = ENode(op, to_int(r.inputs[1]), tuple(map(cls, r.inputs[2:])))
                 snap.nodes.setdefault(cls(r.output), []).append(node)
         for r in frozen["P"].rows:
             snap.nodes.setdefault(cls(r.output), []).append(ENode("P", -1, (cls(r.inputs[0]),), to_int(r.inputs[1])))
         for name in self._queries:
-            sorts = frozen[name].input_sorts
+            tensor = [s == "T" for s in frozen[name].input_sorts]
             rows = frozen[name].rows
             columns = (skip or {}).get(name)
             if columns and excluded:
-                rows = [r for r in rows if not any(r.inputs[i] in excluded for i in columns)]
-            snap.rows[name] = [tuple(cls(v) if s == "T" else to_int(v) for v, s in zip(r.inputs, sorts))
-                               for r in rows]
+                blocked = excluded.difference(v for v, by in maker.items() if by != name)
+                rows = [r for r in rows if blocked.isdisjoint([r.inputs[i] for i in columns])]
+            snap.rows[name] = [tuple([cls(v) if t else to_int(v) for v, t in zip(r.inputs, tensor)]) for r in rows]
         self._run("(run clear 1)")
         return snap
 

@@ -10,17 +10,18 @@ evaluated, and the destination is built with inferred types (a destination that 
 changes a root's type is no rewrite). Its nodes are added and unioned with the roots; a merge adds
 the merged term and its projections. Commutative operators get their swap as an egglog rewrite.
 
-Merges: egglog pairs the siblings; an operator a merge made is not merged again by egglog (every
-subset of the siblings would follow) but here, one sibling at a time along one chain per group
-(`_Saturation._chain`), so that an n-way merge, which may pay where no pair does (a pair adds a
-split costing as much as the operator it saves), is in the e-graph of the first round.
+Merges: egglog pairs the siblings; an operator a merge made is not merged again by the same rule
+in egglog (every subset of the siblings would follow) but here, one sibling at a time along one
+chain per group (`_Saturation._chain`), so that an n-way merge, which may pay where no pair does (a
+pair adds a split costing as much as the operator it saves), is in the e-graph of the first round.
+A chain's last merge (the whole group) may then be merged by the other merge rules: NasRNN's inputs
+batched over time, one matmul per weight, then the weights merged into one matmul.
 
 Saturation stops when an iteration adds nothing, or at the node, iteration or time bound; then
 `search.extract` picks the cheapest graph the e-graph represents under the same cost model as the
 α-search, greedily and as an integer program, and keeps the better of the two. That is one round;
-the next saturates the graph it extracted, while rounds gain and time is left, so that what merges
-made can merge again there (NasRNN: inputs batched over time in one round, their weights merged in
-the next).
+the next saturates the graph it extracted, while rounds gain and time is left, so that the other
+merges can merge again there.
 """
 
 from __future__ import annotations
@@ -123,9 +124,6 @@ def bind(t: Term, handle: int, eg: EGraph, cls: Callable[[int], int]) -> dict[st
     return out if term(t, handle) else None
 
 
-MIN_ILP_SECONDS = 1.0
-
-
 def search(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: EqsatSettings | None = None,
            progress: Callable[[int, float], None] | None = None) -> Outcome:
     """Saturate and extract in rounds, each on the graph the last one extracted, while a round gains
@@ -198,11 +196,8 @@ def _round(graph: Graph, cost0: float, rules: Sequence[Rule], model: CostModel, 
             if not saturation.step(snap, settings.node_limit):
                 break
             iterations += 1
-        # the integer program gets the time left, but at least MIN_ILP_SECONDS: a first round that
-        # saturated to the bound still extracts exactly
-        left = settings.timeout - (time.perf_counter() - started)
-        best, cost, used = extract(graph, eg, snap, loaded, tensors, model,
-                                   min(settings.ilp_timeout, max(left, MIN_ILP_SECONDS)))
+        deadline = min(started + settings.timeout, time.perf_counter() + settings.ilp_timeout)
+        best, cost, used = extract(graph, eg, snap, loaded, tensors, model, deadline)
     finally:
         eg.close()
     return Outcome(best, cost, cost0, [saturation.origin[h] for h in used if h in saturation.origin],
@@ -245,21 +240,22 @@ class _Saturation:
         self.merge_roots = {p.name: [p.columns.index(r) for r in p.roots] for p in patterns
                             if len(rules[p.rule].src) > 1}  # a merge pattern's columns of its roots
         self.by_name = {p.name: p for p in patterns}
+        self.finals: dict[int, str] = {}  # handles of a chain's last merge -> the relation that made it
         self.matches = 0
 
     def snapshot(self) -> Snapshot:
-        """The e-graph and its new matches, but no merge of an operator a merge made: `_chain` grows
-        merges, and the next round merges what they made (see `search`); those rows are left out
-        before egglog's values are converted."""
-        return self.eg.snapshot(self.merge_roots, self.merged)
+        """The e-graph and its new matches, but no merge of an operator a merge made, except a chain's
+        last merge by the other merge rules: `_chain` grows merges, and the next round merges what
+        they made (see `search`); those rows are left out before egglog's values are converted."""
+        return self.eg.snapshot(self.merge_roots, self.merged, self.finals)
 
     def step(self, snap: Snapshot, node_limit: int) -> bool:
         """Apply every match of `snap` (from `snapshot`) not applied yet, until the e-graph would
         pass `node_limit`."""
         const = constant_classes(self.eg, snap)
         added = self._flatten_splits(snap)
-        applied: dict[str, list[tuple[tuple[int, ...], _Builder]]] = {}
         for p in self.patterns:
+            pairs: list[tuple[tuple[int, ...], _Builder]] = []
             for row in snap.rows.get(p.name, ()):
                 if self.eg.handles >= node_limit:
                     return added
@@ -270,10 +266,9 @@ class _Saturation:
                 built = self._apply(p, dict(zip(p.columns, row)), snap, const)
                 if built is not None:
                     added = True
-                    if p.name in self.merge_roots:
-                        applied.setdefault(p.name, []).append((row, built))
-        for name, pairs in applied.items():
-            added = self._chain(self.by_name[name], pairs, snap, const, node_limit) or added
+                    pairs.append((row, built))
+            if pairs and p.name in self.merge_roots:
+                added = self._chain(p, pairs, snap, const, node_limit) or added
         return added
 
     def _chain(self, p: _Pattern, pairs: list[tuple[tuple[int, ...], _Builder]], snap: Snapshot,
@@ -282,7 +277,8 @@ class _Saturation:
         time: the rule again on the operator the last merge made and the next sibling (in the order
         of their first handles), matched here (`bind`) rather than by egglog in a later iteration.
         A group is the partners of its first sibling in this snapshot's merges; the n-way merge costs
-        n - 1 applications, where merging merged operators in the e-graph made every subset."""
+        n - 1 applications, where merging merged operators in the e-graph made every subset. The
+        group's merge is recorded in `finals`, for the other merge rules to merge in later iterations."""
         first, second = (p.columns.index(r) for r in p.roots)
         rank = snap.handle
         partners: dict[int, list[tuple[tuple[int, ...], _Builder]]] = {}
@@ -330,6 +326,9 @@ class _Saturation:
                     break
                 else:
                     break  # the last merge made nothing the rule matches again
+            if len(ys) > 1:
+                for h in last.made:
+                    self.finals[h] = p.name
         return added
 
     def _flatten_splits(self, snap: Snapshot) -> bool:

@@ -38,11 +38,18 @@ from taso_py.search.egraph import EGraph, ENode, Snapshot
 Choice = dict[int, ENode]  # class -> the e-node chosen for it
 
 
+MIN_ILP_SECONDS = 1.0
+ILP_MARGIN_SECONDS = 0.1  # HiGHS ends a little past its time limit, and its answer is still to be read
+
+
 def extract(graph: Graph, eg: EGraph, snap: Snapshot, loaded: Mapping[int, int], tensors: Mapping[Ref, int],
-            model: CostModel, ilp_timeout: float) -> tuple[Graph, float, list[int]]:
+            model: CostModel, deadline: float) -> tuple[Graph, float, list[int]]:
     """The cheaper of the greedy and the exact extraction: (graph, its cost, handles of the nodes
     it uses that rewrites made). `loaded` maps each node id of `graph` to its e-node's handle,
-    `tensors` each tensor to its class's."""
+    `tensors` each tensor to its class's. The integer program gets the time left before `deadline`
+    (a `time.perf_counter()` value) less what building the greedy graph took, since its own graph is
+    built after it, and ILP_MARGIN_SECONDS, but at least MIN_ILP_SECONDS: a search whose saturation
+    took all its time still extracts exactly."""
     const = constant_classes(eg, snap)
     cost = _node_costs(eg, snap, const, model)
     outputs = [snap.class_of[tensors[r]] for r in graph.outputs]
@@ -50,14 +57,23 @@ def extract(graph: Graph, eg: EGraph, snap: Snapshot, loaded: Mapping[int, int],
     age = ages(eg, snap)
     made = {key: h for key, h in age.items() if h not in original}
     best: tuple[Graph, float, list[int]] | None = None
-    for choice in (greedy(snap, cost), ilp(break_cycles(snap.nodes, outputs, age), cost, outputs, ilp_timeout)):
+
+    def consider(choice: Choice | None) -> None:
+        nonlocal best
         if choice is None or not all(c in choice for c in outputs):
-            continue
+            return
         g, used = _build(graph, eg, snap, loaded, choice, outputs)
         flatten_splits(g)
         c = graph_cost(g, model)
         if best is None or c < best[1]:
             best = (g, c, [made[key] for key in used if key in made])
+
+    started = time.perf_counter()
+    consider(greedy(snap, cost))
+    building = time.perf_counter() - started
+    acyclic = break_cycles(snap.nodes, outputs, age)
+    left = deadline - time.perf_counter() - building - ILP_MARGIN_SECONDS
+    consider(ilp(acyclic, cost, outputs, max(left, MIN_ILP_SECONDS)))
     if best is None:
         return graph, graph_cost(graph, model), []
     return best

@@ -16,4 +16,4 @@ class EqsatSettings:
     merge_iterations: int = 2
     timeout: float = 5.0  # seconds of the whole search, saturation and extraction, over all rounds
     rounds: int = 4  # saturations, each of the graph the last one extracted (see `search.eqsat.search`)
-    ilp_timeout: float = 5.0  # seconds for the integer program at most (less when the search's time is short)
+    ilp_timeout: float = 5.0  # seconds of an extraction at most (less when the search's time is short)
