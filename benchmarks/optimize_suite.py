@@ -2,7 +2,7 @@
 original and the optimized model measured side by side.
 
 Usage: ``python -m benchmarks.optimize_suite [--size full|small] [--models a,b | --blocks] [--runs 30]
-[--library PATH] [--out DIR]``
+[--library PATH] [--search backtrack|eqsat] [--out DIR]``
 
 For each model: build it (seeded), run `taso optimize` on it with the default settings (measured
 cost model; the command checks the result against the original in ORT and writes the original
@@ -41,14 +41,15 @@ THREADS = (1, 2)
 
 
 def run_model(name: str, size: str, runs: int, work: Path, cost: str = "measured",
-              library: Path | None = None) -> dict[str, Any]:
+              library: Path | None = None, search: str | None = None) -> dict[str, Any]:
     """`taso optimize` as a user runs it (its own ORT speed check included), then both models timed."""
     original = work / f"{name}.onnx"
     onnx.save(BLOCKS[name]() if name in BLOCKS else build(name, size), original)
     optimized = work / f"{name}.taso.onnx"
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "taso_py", "optimize", str(original), "-o", str(optimized),
-                           "--cost", cost, "--json", *(["--library", str(library)] if library else [])],
+                           "--cost", cost, "--json", *(["--library", str(library)] if library else []),
+                           *(["--search", search] if search else [])],
                           capture_output=True, text=True, check=False)
     wall = time.perf_counter() - started
     if done.returncode != 0:
@@ -123,6 +124,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cost", choices=("measured", "analytical"), default="measured",
                         help="the search's cost model")
     parser.add_argument("--library", type=Path, default=None, help="rule library (default: the shipped one)")
+    parser.add_argument("--search", choices=("backtrack", "eqsat"), default=None,
+                        help="the search (default: `taso optimize`'s)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="output directory")
     args = parser.parse_args(argv)
     names = list(BLOCKS) if args.blocks else [n for n in args.models.split(",") if n]
@@ -135,14 +138,16 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             print(f"{name} ...", file=sys.stderr, flush=True)
-            rows.append(run_model(name, args.size, args.runs, Path(tmp), args.cost, args.library))
-    text = header(machine) + (f"; library {args.library}" if args.library else "") + "\n\n" + table(rows)
+            rows.append(run_model(name, args.size, args.runs, Path(tmp), args.cost, args.library, args.search))
+    text = (header(machine) + (f"; library {args.library}" if args.library else "")
+            + (f"; search {args.search}" if args.search else "") + "\n\n" + table(rows))
     print(text)
     stem = "optimize_blocks" if args.blocks else "optimize_suite"
     write_text(args.out / f"{stem}.md", text + "\n")
     write_json(args.out / f"{stem}.json", {
         "machine": {**machine, "platform": platform.platform(), "python": platform.python_version()},
         "size": args.size, "runs": args.runs, "cost_model": args.cost, "library": str(args.library or "shipped"),
+        "search": args.search or "default",
         "rows": rows})
     plot(rows, args.out / f"{stem}.png")
 

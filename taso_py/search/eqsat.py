@@ -108,7 +108,7 @@ def bind(t: Term, handle: int, eg: EGraph, cls: Callable[[int], int]) -> dict[st
             d = eg.defs.get(h)
             if d is None or d.op != "P" or d.index != t.index:
                 return False
-            out[f"c{k}"] = h
+            out[f"c{k}"] = cls(h)
             return apply(t.term, d.children[0], f"c{k}t")  # type: ignore[arg-type]
         return apply(t, h, f"c{k}")
 
@@ -129,11 +129,11 @@ def search(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: Eqsa
     """Saturate and extract in rounds, each on the graph the last one extracted, while a round gains
     and the time left of `settings.timeout` is at least what the last round took (a round cut short
     overruns the bound by its extraction and extracts from a half-grown e-graph); report like the
-    α-search (`applied` lists the rules whose nodes the extracted graphs use). Egglog never merges
-    an operator a merge made (`_Saturation.snapshot`); the chains of `_Saturation._chain` do, and
-    the next round merges what the last one's merges made: on NasRNN, about 15,000 e-nodes in the
-    first round, where letting egglog merge merged operators made 32,000 (every subset of the
-    siblings) and the exact extraction found nothing in its time."""
+    α-search (`applied` lists the rules whose nodes the extracted graphs use). Egglog merges an
+    operator a merge made only where a chain of `_Saturation._chain` made it and another rule merges
+    it (`_Saturation.snapshot`); the next round merges what the last one's merges made: on NasRNN,
+    about 15,000 e-nodes in the first round, where letting egglog merge merged operators made 32,000
+    (every subset of the siblings) and the exact extraction found nothing in its time."""
     settings = settings or EqsatSettings()
     started = time.perf_counter()
     cost0 = graph_cost(graph, model)
@@ -239,7 +239,6 @@ class _Saturation:
         self.merged: set[int] = set()  # handles of the nodes multi-output rules (merges) made
         self.merge_roots = {p.name: [p.columns.index(r) for r in p.roots] for p in patterns
                             if len(rules[p.rule].src) > 1}  # a merge pattern's columns of its roots
-        self.by_name = {p.name: p for p in patterns}
         self.finals: dict[int, str] = {}  # handles of a chain's last merge -> the relation that made it
         self.matches = 0
 
