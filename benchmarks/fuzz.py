@@ -65,6 +65,7 @@ from taso_py.optimizer import optimize
 from taso_py.runtime import ROUNDING_FACTOR, compare_models, compare_outputs, random_feeds
 from taso_py.runtime import run as ort_run
 from taso_py.search.backtracking import Settings
+from taso_py.search.settings import EqsatSettings
 
 RESULTS = Path(__file__).parent / "results"
 NO_KERNEL_REFUSAL = "refused: no kernel"  # an opaque op, or an op the target has no kernel for
@@ -96,9 +97,13 @@ def fuzz_cost(seed: int) -> CostModel:
     return random.Random(seed).choice([Jittered(seed), Jittered(seed), Roofline(overhead_us=50.0), Roofline()])
 
 
-def fuzz_settings(seed: int) -> Settings:
-    """Search settings for a case: α from greedy to adventurous, budgets small enough for a fuzzer."""
+def fuzz_settings(seed: int) -> Settings | EqsatSettings:
+    """Search settings for a case: every other case equality saturation with its defaults (some with
+    a tiny node bound), the others the α-search with α from greedy to adventurous and budgets small
+    enough for a fuzzer."""
     rng = random.Random(seed + 1)
+    if rng.random() < 0.5:
+        return EqsatSettings(node_limit=rng.choice([200, 20000]))
     return Settings(alpha=rng.choice([1.0, 1.05, 1.3, 1.5]), budget=rng.choice([20, 60, 150, 400]), timeout=20.0,
                     seed=seed)
 

@@ -93,9 +93,9 @@ def check_options(f: Callable) -> Callable:
 
 
 def search_option(f: Callable) -> Callable:
-    return click.option("--search", type=click.Choice(["backtrack", "eqsat"]), default="backtrack", show_default=True,
-                        help="backtrack: TASO's α-relaxed search; eqsat: equality saturation (egglog) with "
-                             "greedy and integer-program extraction.")(f)
+    return click.option("--search", type=click.Choice(["backtrack", "eqsat"]), default="eqsat", show_default=True,
+                        help="eqsat: equality saturation (egglog) with greedy and integer-program extraction, "
+                             "at most 5 s; backtrack: TASO's α-relaxed search (--alpha, --budget, --timeout).")(f)
 
 
 def search_settings(search: str, alpha: float = 1.05, budget: int = 1000, timeout: float = 30.0, seed: int = 0
