@@ -89,6 +89,12 @@ def _round_trip(index: int) -> None:
         rows = [dict(zip(pattern.columns, row)) for row in snap.rows[pattern.name]]
         assert any([row[c] for c in pattern.roots] == root_classes for row in rows), \
             f"{DIRECTED[index].text}: the pattern does not find its own source"
+        # matched in Python (how a chain matches a fresh merge), the first source gets egglog's columns
+        bound = eqsat.bind(rule.src[0], tensors[roots[0]], eg, snap.class_of.__getitem__)
+        head = pattern.columns[:pattern.first]
+        assert bound is not None and set(bound) == set(head), f"{DIRECTED[index].text}: bind misses columns"
+        assert any(all(row[c] == bound[c] for c in head) for row in rows), \
+            f"{DIRECTED[index].text}: bind disagrees with egglog's match"
         saturation = eqsat._Saturation(eg, [rule], [pattern])
         before = {c: len(snap.nodes[c]) for c in root_classes}
         if not saturation.step(snap, 10_000):
