@@ -132,10 +132,11 @@ def test_a_region_in_context_has_its_neighbours_and_computes_what_it_did():
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_graphs())
 def test_every_region_of_a_random_graph_computes_the_same_in_context(g: Graph):
-    """The search is bounded by its budget, not by time, so that its result does not depend on the
-    machine's speed. With a 5 s timeout instead, one fresh-clone run (2026-11-28) found a region whose
-    context had one output fewer after the rewrite than before; it did not come back in reruns nor
-    in 1,600 budget-bounded searches of random graphs."""
+    """The outputs of a region's context before and after the rewrite, in order, hold the same values.
+    The after side has fewer where the rewrite hands a consumer outside the context one of the
+    context's own inputs (`transpose(transpose(x))` is `x`): each output left over on the before
+    side then equals one of the inputs. (Seen once, in a fresh-clone run on 2026-11-28; the search
+    is bounded by its budget, not by time, so its result does not depend on the machine's speed.)"""
     rewritten = backtracking.search(g, RULES, OpCount(), Settings(budget=300, timeout=60)).graph
     for region in diff(g, rewritten):
         if not region.nodes:
@@ -147,10 +148,19 @@ def test_every_region_of_a_random_graph_computes_the_same_in_context(g: Graph):
         before, after = in_context(g, after, region, hops=2)
         assert [n.attrs.name for n in before.inputs] == [n.attrs.name for n in after.inputs]
         feeds = _feeds(before)
-        want, got = evaluate(before, feeds), evaluate(after, feeds)
-        assert len(want) == len(got)
-        for a, b in zip(want.values(), got.values(), strict=True):
-            np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-4)
+        want, got = list(evaluate(before, feeds).values()), list(evaluate(after, feeds).values())
+        if len(want) == len(got):
+            for a, b in zip(want, got, strict=True):
+                np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-4)
+            continue
+        assert len(got) < len(want)
+        for b in got:
+            want.pop(next(i for i, a in enumerate(want) if _close(a, b)))
+        assert all(any(_close(a, f) for f in feeds.values()) for a in want)
+
+
+def _close(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and np.allclose(a, b, rtol=1e-4, atol=1e-4)
 
 
 def test_context_timings_time_one_structure_once_and_keep_it(tmp_path):
