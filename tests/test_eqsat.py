@@ -280,7 +280,8 @@ class _CheapLayout(OpCount):
 
 def test_a_merge_of_merged_operators_waits_for_the_next_round():
     """Two inputs times two weights: one round merges by weight or batches by input, not both (both
-    sides of the second merge were made by merges); the next round does the other: one matmul."""
+    sides of the second merge were made by merges, and a pair is no chain's last merge); the next
+    round does the other: one matmul."""
     g, r = _graph({"w0": (8, 8), "w1": (8, 8)}, {"a": (2, 8), "b": (2, 8)})
     outs = [g.add("matmul", [r[x], r[w]])[0] for x in ("a", "b") for w in ("w0", "w1")]
     g.set_outputs(outs, [f"y{i}" for i in range(4)])

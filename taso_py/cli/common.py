@@ -92,10 +92,13 @@ def check_options(f: Callable) -> Callable:
     return click.option("--no-check", is_flag=True, help="Skip the ONNX Runtime comparison with the original.")(f)
 
 
-def search_option(f: Callable) -> Callable:
-    return click.option("--search", type=click.Choice(["backtrack", "eqsat"]), default="eqsat", show_default=True,
+def search_option(default: str) -> Callable[[Callable], Callable]:
+    """`--search`: eqsat for `taso optimize`; backtrack for `taso compile`, whose cost model compiles and
+    times a kernel per new operator, which eqsat asks for every e-node of (the α-search only for the
+    graphs it visits): 55 s instead of a few on eight matmuls of one input, on a cold cache."""
+    return click.option("--search", type=click.Choice(["backtrack", "eqsat"]), default=default, show_default=True,
                         help="eqsat: equality saturation (egglog) with greedy and integer-program extraction, "
-                             "at most 5 s; backtrack: TASO's α-relaxed search (--alpha, --budget, --timeout).")(f)
+                             "at most 5 s; backtrack: TASO's α-relaxed search.")
 
 
 def search_settings(search: str, alpha: float = 1.05, budget: int = 1000, timeout: float = 30.0, seed: int = 0

@@ -62,7 +62,7 @@ from taso_py.runtime import run_sets as ort_run_sets
               help="Measured schedule candidates per kernel (0: default schedules, or earlier tuning records).")
 @click.option("--records", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Tuning records to read and extend (default: ~/.cache/taso-py/tuning.jsonl).")
-@search_option
+@search_option("backtrack")
 @input_shape_option
 @json_option
 def compile_command(model: Path, target_name: str, out: Path, no_optimize: bool, library_path: Path | None, cost: str,

@@ -53,7 +53,7 @@ from taso_py.runtime import CHECK_SEEDS, Comparison, Latency, check_memory, late
 @click.option("--min-speedup", type=click.FloatRange(min=0.0), default=1.0, show_default=True,
               help="Keep the rewritten model only if ONNX Runtime runs it at least this much faster; "
                    "otherwise write the original graph.")
-@search_option
+@search_option("eqsat")
 @input_shape_option
 @check_options
 @json_option
