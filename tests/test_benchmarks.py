@@ -56,13 +56,17 @@ def test_search_compare_runs_both_searches_with_the_library_it_is_given(tmp_path
 
 def test_optimize_suite_runs_a_substitution_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("TASO_CACHE_DIR", str(tmp_path / "cache"))
-    optimize_suite.main(["--models", "parallel_matmuls", "--runs", "3", "--cost", "analytical", "--out", str(tmp_path)])
-    (row,) = json.loads((tmp_path / "optimize_suite.json").read_text())["rows"]
+    optimize_suite.main(["--models", "parallel_matmuls", "--runs", "3", "--cost", "analytical", "--search", "backtrack",
+                         "--out", str(tmp_path)])
+    doc = json.loads((tmp_path / "optimize_suite.json").read_text())
+    (row,) = doc["rows"]
+    assert doc["search"] == "backtrack" and row["stopped"] in ("exhausted", "budget", "timeout")  # not eqsat's
     assert row["check"]["ok"] and row["ort_1t"]["optimized_ms"] > 0 and row["ort_2t"]["original_ms"] > 0
     assert row["written"] == (row["speed_check"]["kept"] if row["rules_applied"] else "no rewrite")
     assert row["predicted_in_context"] > 0
     text = (tmp_path / "optimize_suite.md").read_text()
     assert "| parallel_matmuls |" in text and "Predicted in context against measured" in text
+    assert "search backtrack" in text
 
 
 def test_compile_suite_tabulates_ours_against_ort(tmp_path: Path) -> None:
