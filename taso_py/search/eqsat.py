@@ -55,6 +55,9 @@ class _Pattern:
     apps: list[tuple[Apply, str, str, list[str]]] = field(default_factory=list)  # term, class, attr id, children
     roots: list[str] = field(default_factory=list)
     first: int = 0  # columns[:first] are the first source term's
+    # the tensors the first source shares with the others: a chain keeps a sibling's match only where
+    # the merged operator reads the same classes (its class may hold other e-nodes, over others)
+    shared: list[str] = field(default_factory=list)
 
     def column(self, name: str, sort: str) -> str:
         if name not in self.columns:
@@ -89,6 +92,8 @@ def compile_rule(i: int, rule: Rule) -> _Pattern:
     p.roots = [p.term(rule.src[0])]
     p.first = len(p.columns)
     p.roots += [p.term(t) for t in rule.src[1:]]
+    p.shared = [f"v_{t.name}" for t in walk(rule.src[0]) if isinstance(t, Var)
+                if any(t in walk(other) for other in rule.src[1:])]
     return p
 
 
@@ -293,10 +298,6 @@ class _Saturation:
             return view.class_of[h]
 
         src, head = self.rules[p.rule].src[0], p.columns[:p.first]
-        # the tensors both sources read: the chain's row keeps the other sibling's match only where
-        # the merged operator reads the same classes (its class may hold other e-nodes, over others)
-        shared = [f"v_{t.name}" for t in walk(src) if isinstance(t, Var)
-                  if any(t in walk(other) for other in self.rules[p.rule].src[1:])]
         added = False
         for x, group in partners.items():
             ys = sorted(group, key=lambda pair: rank[pair[0][second]])
@@ -306,12 +307,12 @@ class _Saturation:
             for row, _ in ys[1:]:
                 if self.eg.handles >= node_limit:
                     return added
+                sibling = dict(zip(p.columns, row))
                 for h in last.made:
                     bound = bind(src, h, self.eg, cls)
                     if bound is None or set(bound) != set(head):
                         continue
-                    sibling = dict(zip(p.columns, row))
-                    if any(bound[c] != sibling[c] for c in shared):
+                    if any(bound[c] != sibling[c] for c in p.shared):
                         break
                     const.update(cls(k) for k in last.const_made)
                     merged = sibling | bound
