@@ -6,8 +6,9 @@ The cost model prices operators one at a time; ORT runs the whole graph, fuses a
 that pay with rewrites that do not. The search's result is cut into independent regions
 (`graph.regions`); regions that do the same thing (one signature: the operators added and removed)
 form a group. Each region is first priced in context (`cost.context`: with its neighbours, as a
-small model in ORT), which predicts what each group saves in the whole model; groups predicted to
-save nothing are reverted untimed, the others are tried most promising first: the model with the
+small model in ORT), which predicts what each group saves in the whole model; regions predicted to
+save nothing are reverted untimed, each on its own (one signature may pay in one place and not in
+another), the rest of each group is tried, most promising first: the model with the
 group applied is timed against the model as accepted so far, runs interleaved, and the group is kept
 only if ORT runs it faster. Whole-model timings are what decides.
 """
@@ -99,14 +100,21 @@ def accept(model: OnnxModel, start: Graph, rewritten: Graph, cost: CostModel, fe
     plan = groups(start, rewritten, cost)
     context = ContextTimings(threads, model.origin, cost)
     priced: list[tuple[str, list[Region], Price | None]] = []
+    trials: list[Trial] = []
     for k, (change, members) in enumerate(plan):
         if progress is not None:
             progress(f"pricing rewrites in context: group {k + 1} of {len(plan)} ({change})")
-        priced.append((change, members, context.group(start, rewritten, members)))
+        pays, slower = _split_by_price(context, start, rewritten, members)
+        if slower:  # a region that is slower where it sits is reverted on its own, whatever its group does
+            price = sum((p for _, p in slower), NOTHING)
+            trials.append(Trial(change, len(slower), _predicted(start, rewritten, [r for r, _ in slower], cost), None,
+                                False, f"slower in context, {price.before_ms:.3g} → {price.after_ms:.3g} ms",
+                                price.speedup))
+        if pays:
+            priced.append((change, [r for r, _ in pays], _total([p for _, p in pays])))
     context.save()
     # what ORT saves where the rewrites sit first; groups that could not be priced after, as the cost model orders them
     priced.sort(key=lambda p: (0, -p[2].saved_share) if p[2] is not None else (1, 0.0))
-    trials: list[Trial] = []
     current = start
     current_cost = graph_cost(without_unused(current), cost)
     with tempfile.TemporaryDirectory(prefix="taso-accept-") as tmp:
@@ -124,11 +132,6 @@ def accept(model: OnnxModel, start: Graph, rewritten: Graph, cost: CostModel, fe
                 continue
             candidate_cost = graph_cost(without_unused(candidate), cost)
             predicted = current_cost / max(candidate_cost, 1e-12)
-            if price is not None and price.saved_share <= 0:
-                trials.append(Trial(change, len(members), predicted, None, False,
-                                    f"slower in context, {price.before_ms:.3g} → {price.after_ms:.3g} ms",
-                                    in_context))
-                continue
             # a group that could not be priced counts with what the cost model expects it to save
             paying = paying + (price if price is not None else Price(0.0, 0.0, 1 - 1 / predicted))
             candidate_file = _write(model, candidate, Path(tmp) / f"group{k}.onnx")
@@ -138,6 +141,35 @@ def accept(model: OnnxModel, start: Graph, rewritten: Graph, cost: CostModel, fe
             if kept:
                 current, current_cost, current_file = candidate, candidate_cost, candidate_file
     return Accepted(without_unused(current), trials, paying.speedup)
+
+
+def _split_by_price(context: ContextTimings, start: Graph, rewritten: Graph, members: list[Region]
+                    ) -> tuple[list[tuple[Region, Price | None]], list[tuple[Region, Price]]]:
+    """The regions of a group that save time in context or could not be priced (with their prices),
+    and the prices of those that save nothing there. One signature can stand for different places:
+    Inception-v3's merged 1x1 convolutions differ from block to block in what ORT does around them."""
+    paying, slower = [], []
+    for region in members:
+        price = context.region(start, rewritten, region)
+        if price is not None and price.saved_share <= 0:
+            slower.append((region, price))
+        else:
+            paying.append((region, price))
+    return paying, slower
+
+
+def _predicted(start: Graph, rewritten: Graph, regions: list[Region], cost: CostModel) -> float:
+    """The cost model's speedup of `regions` applied to `start` (1.0 when they need other regions)."""
+    try:
+        after = graph_cost(without_unused(apply(start, rewritten, regions)), cost)
+    except GraphError:
+        return 1.0
+    return graph_cost(without_unused(start), cost) / max(after, 1e-12)
+
+
+def _total(prices: list[Price | None]) -> Price | None:
+    """A group's price: None when one of its regions has none."""
+    return None if any(p is None for p in prices) else sum(prices, NOTHING)
 
 
 def _write(model: OnnxModel, graph: Graph, path: Path) -> Path:

@@ -75,18 +75,9 @@ class ContextTimings:
         self.timed = 0  # pairs timed here (the rest came from the cache)
         self._dirty = False
 
-    def group(self, start: Graph, rewritten: Graph, regions: list[Region]) -> Price | None:
-        """The sum of the regions' prices, each applied alone to `start`; None when one of them cannot
-        be priced (it forms a cycle alone, it cannot be cut out or run, or the time budget is spent)."""
-        total = NOTHING
-        for region in regions:
-            price = self.region(start, rewritten, region)
-            if price is None:
-                return None
-            total = total + price
-        return total
-
     def region(self, start: Graph, rewritten: Graph, region: Region) -> Price | None:
+        """The region applied alone to `start`, priced; None when it cannot be (it forms a cycle alone,
+        it cannot be cut out or run, or the time budget is spent)."""
         if not region.nodes:  # an output pointed at a tensor computed anyway: what it saves is not cut out
             return None
         try:

@@ -51,7 +51,9 @@ def diff(start: Graph, rewritten: Graph) -> list[Region]:
 
     for i, n in changed.items():
         for r in n.inputs:
-            if r.node in changed:
+            # a node the start graph has too (a new version, same id) computes what it computed there:
+            # reading it ties a region to nothing; reading a node the rewrite made does
+            if r.node in changed and r.node not in start.nodes:
                 parent[find(i)] = find(r.node)
     redirected = [k for k, (a, b) in enumerate(zip(start.outputs, rewritten.outputs, strict=True)) if a != b]
     by_root: dict[int, tuple[list[Node], list[int]]] = {}

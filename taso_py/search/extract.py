@@ -19,6 +19,7 @@ graph has them alike.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import sys
@@ -58,6 +59,7 @@ def extract(graph: Graph, eg: EGraph, snap: Snapshot, loaded: Mapping[int, int],
     deadline += time.perf_counter() - pricing  # timing new operators in ORT (measured costs) is not extraction
     outputs = [snap.class_of[tensors[r]] for r in graph.outputs]
     original = set(loaded.values())
+    originals = {eg.enode(h, snap) for h in original}
     age = ages(eg, snap)
     made = {key: h for key, h in age.items() if h not in original}
     best: tuple[Graph, float, list[int]] | None = None
@@ -66,6 +68,7 @@ def extract(graph: Graph, eg: EGraph, snap: Snapshot, loaded: Mapping[int, int],
         nonlocal best
         if choice is None or not all(c in choice for c in outputs):
             return
+        prefer_originals(snap, choice, cost, originals, outputs)
         g, used = _build(graph, eg, snap, loaded, choice, outputs)
         flatten_splits(g)
         c = graph_cost(g, model)
@@ -81,6 +84,27 @@ def extract(graph: Graph, eg: EGraph, snap: Snapshot, loaded: Mapping[int, int],
     if best is None:
         return graph, graph_cost(graph, model), []
     return best
+
+
+def prefer_originals(snap: Snapshot, choice: Choice, cost: Mapping[tuple[int, ENode], float],
+                     originals: set[tuple[int, ENode]], outputs: list[int]) -> None:
+    """Where the choice took a rewrite's e-node and the graph's own e-node of that class costs no more
+    and reads only classes the graph computes anyway (without reading the class itself), take the
+    graph's own: ties (`add(a, b)` against its commuted copy) then leave the graph as it was, and
+    `graph.regions` finds no rewrite where none pays."""
+    edges = {c: [n] for c, n in choice.items()}
+    live = set(_reachable(edges, outputs))
+    for c in list(live):
+        n = choice[c]
+        if (c, n) in originals or c not in live:
+            continue
+        for m in snap.nodes[c]:
+            if ((c, m) in originals and cost[(c, m)] <= cost[(c, n)] and live.issuperset(m.children)
+                    and c not in _reachable(edges, list(m.children))):
+                choice[c] = m
+                edges[c] = [m]
+                live = set(_reachable(edges, outputs))
+                break
 
 
 def constant_classes(eg: EGraph, snap: Snapshot) -> set[int]:
@@ -298,11 +322,11 @@ def _build(graph: Graph, eg: EGraph, snap: Snapshot, loaded: Mapping[int, int], 
         node_id = origin.get((c, n))
         if node_id is not None:
             node = graph.nodes[node_id]
-            if list(node.inputs) == inputs:
-                made[c] = node.outputs
-            else:
-                made[c] = g.add_node(node.op, inputs, node.attrs, node.types,
-                                     [g.fresh_name(node.op.name) for _ in node.types]).outputs
+            if list(node.inputs) != inputs:
+                # a new version under the same id, as the α-search makes: its readers keep reading it,
+                # so `graph.regions` sees the rewrite where it is, not in everything downstream
+                g.nodes[node_id] = dataclasses.replace(node, inputs=tuple(inputs))
+            made[c] = node.outputs
             return made[c]
         used.append((c, n))
         made[c] = g.add(ops.get(n.op), inputs, eg.attrs[n.attr])
