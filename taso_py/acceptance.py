@@ -92,6 +92,28 @@ def groups(start: Graph, rewritten: Graph, model: CostModel) -> list[tuple[str, 
     return [(change, members) for change, members, _ in scored]
 
 
+class InContext:
+    """Equality saturation's judge (`search.eqsat.Judge`): the regions of an extracted graph that run
+    no faster in context than what they replace, so that the search extracts again without them.
+    Prices are cached on disk (`cost.context`), so `accept` reads them again for free."""
+
+    def __init__(self, context: ContextTimings, progress: Callable[[str], None] | None = None) -> None:
+        self.context = context
+        self.progress = progress
+
+    def __call__(self, start: Graph, rewritten: Graph) -> list[Region]:
+        slower = []
+        regions = diff(start, rewritten)
+        for k, region in enumerate(regions):
+            if self.progress is not None:
+                self.progress(f"search: pricing rewrites in context, {k + 1} of {len(regions)}")
+            price = self.context.region(start, rewritten, region)
+            if price is not None and price.saved_share <= 0:
+                slower.append(region)
+        self.context.save()
+        return slower
+
+
 def accept(model: OnnxModel, start: Graph, rewritten: Graph, cost: CostModel, feeds: Mapping[str, np.ndarray],
            threads: int, runs: int, progress: Callable[[str], None] | None = None) -> Accepted:
     """`start` with the groups of `rewritten`'s regions that ORT runs faster applied: groups priced

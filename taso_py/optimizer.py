@@ -20,6 +20,7 @@ from taso_py.cost.model import CostModel, costs_by_op, prepare_graph
 from taso_py.graph.fold import fold_constants
 from taso_py.graph.ir import Graph
 from taso_py.graph.normalize import fold_batchnorm, fuse_activations
+from taso_py.graph.regions import Region
 from taso_py.library.store import Library
 from taso_py.library.terms import Apply, Rule, Term, Var, term_names, walk
 from taso_py.onnx_io import OnnxModel
@@ -110,9 +111,12 @@ class Optimized:
 
 
 def optimize(model: OnnxModel, library: Library, model_cost: CostModel, settings: Settings | EqsatSettings,
-             progress: Callable[[int, float], None] | None = None) -> Optimized:
+             progress: Callable[[int, float], None] | None = None,
+             judge: Callable[[Graph, Graph], list[Region]] | None = None) -> Optimized:
     """The search is the α-search for `Settings`, equality saturation for `EqsatSettings`; `progress`
-    gets (graphs expanded, best cost) from the first, (iteration, e-nodes) from the second."""
+    gets (graphs expanded, best cost) from the first, (iteration, e-nodes) from the second. `judge`
+    (equality saturation only, `search.eqsat.Judge`) names the rewrites of an extracted graph that do
+    not pay where they sit, for the search to extract again without them."""
     graph = model.graph.copy()
     # every node made from here on (normal forms, rewrites, folds) gets a name the model does not use
     avoid_names(graph, model.origin.names | set(graph.output_names))
@@ -122,7 +126,7 @@ def optimize(model: OnnxModel, library: Library, model_cost: CostModel, settings
     rules = relevant(directed_rules(library), graph)
     if isinstance(settings, EqsatSettings):
         from taso_py.search import eqsat  # egglog is loaded only when asked for
-        outcome = eqsat.search(graph, [d.rule for d in rules], model_cost, settings, progress)
+        outcome = eqsat.search(graph, [d.rule for d in rules], model_cost, settings, progress, judge)
     else:
         outcome = backtracking.search(graph, [d.rule for d in rules], model_cost, settings, progress)
     best = outcome.graph.copy()

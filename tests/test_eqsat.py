@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from taso_py import ops
 from taso_py.cost.model import OpCall, graph_cost
 from taso_py.graph.ir import Graph
+from taso_py.graph.regions import Region, diff
 from taso_py.library.syntax import parse_rule
 from taso_py.optimizer import directed_rules
 from taso_py.search import eqsat
@@ -298,13 +299,38 @@ def test_a_round_starts_only_when_the_time_left_fits_another(monkeypatch):
     g, r = _graph({"w": (8, 8)}, {"x": (2, 8)})
     g.set_outputs([g.add("matmul", [r["x"], r["w"]])[0]], ["y"])
 
-    def a_round(graph, cost0, rules, model, settings, started, progress):
+    def a_round(graph, cost0, rules, model, settings, started, progress, judge):
         time.sleep(0.4)
         return eqsat.Outcome(graph, cost0 * 0.9, cost0, [], stopped="saturated")
 
     monkeypatch.setattr(eqsat, "_round", a_round)
     best = eqsat.search(g, RULES, OpCount(), EqsatSettings(rounds=4, timeout=1.0))
     assert len(best.history) == 2 and best.stopped == "timeout" and best.seconds < 1.0
+
+def test_a_judge_sends_extraction_back_for_the_next_best_graph():
+    """Three matmuls of one input: the cost model merges all three; a judge that finds the 3-way merge
+    slower where it sits (as ORT might) gets a graph with a pair merged and one matmul alone, and one
+    that finds every rewrite slower gets the graph as it was."""
+    g, r = _graph({"w0": (8, 8), "w1": (8, 10), "w2": (8, 12)}, {"x": (2, 8)})
+    outs = [g.add("matmul", [r["x"], r[f"w{i}"]])[0] for i in range(3)]
+    g.set_outputs(outs, [f"y{i}" for i in range(3)])
+    widths = []
+
+    def no_three_way(start: Graph, rewritten: Graph) -> list[Region]:
+        widths.append(sorted(n.types[0].shape[1] for n in rewritten.nodes.values() if n.op.name == "matmul"))
+        return [r for r in diff(start, rewritten) if any(n.op.name == "matmul" and n.types[0].shape[1] == 30
+                                                         for n in r.nodes)]
+
+    settings = EqsatSettings(rounds=1, timeout=60)
+    best = eqsat.search(g, RULES, OpCount(), settings, judge=no_three_way)
+    assert widths[0] == [30] and len(widths) == 2  # the judge saw the 3-way merge, then the graph that replaced it
+    assert widths[1] in ([8, 22], [10, 20], [12, 18]) and best.cost == pytest.approx(2.1)
+    _same_outputs(g, best.graph)
+    # the 3-way merge, then a pair merge of the same matmuls: those matmuls are then kept as they were
+    none = eqsat.search(g, RULES, OpCount(), settings, judge=diff)
+    assert none.cost == pytest.approx(3.0) and none.applied == []
+    _same_outputs(g, none.graph)
+
 
 def test_a_pick_of_a_split_is_a_tensor_class():
     """Sanity of the encoding the patterns rely on: a split's outputs are picks of one tuple class."""

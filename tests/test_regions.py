@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from taso_py.acceptance import accept
+from taso_py.acceptance import InContext, accept
 from taso_py.cost.analytical import Roofline
 from taso_py.cost.context import NOTHING, ContextTimings, Price
 from taso_py.errors import GraphError
@@ -24,6 +24,7 @@ from taso_py.graph.evaluate import evaluate
 from taso_py.graph.ir import Graph
 from taso_py.graph.regions import Region, apply, diff, in_context, without_unused
 from taso_py.onnx_io import OnnxModel, OnnxOrigin
+from taso_py.runtime import Latency
 from taso_py.search import backtracking, eqsat
 from taso_py.search.backtracking import Settings
 from taso_py.search.settings import EqsatSettings
@@ -203,6 +204,22 @@ def test_context_timings_time_one_structure_once_and_keep_it(tmp_path):
     assert _group(again, start, rewritten, regions) == price and again.timed == 0
     path.write_text("{not json")
     assert ContextTimings(1, OnnxOrigin(), OpCount(), path).times == {}  # a damaged cache is measured again
+
+
+def test_the_search_extracts_again_without_a_rewrite_slower_in_context(tmp_path, monkeypatch):
+    """Equality saturation with `acceptance.InContext` as its judge: every context timed 5x slower
+    after the rewrite (ORT's timing replaced here) sends extraction back, first without the merge's
+    e-nodes (the same merge comes back with its weights in the other order), then with the matmuls
+    kept as they were: the graph as it was. Timed 5x faster, the merge stays, timed once."""
+    start = _merges_between_neighbours()
+    settings = EqsatSettings(rounds=1)
+    for ratio, splits, timed in ((5.0, 0, 2), (0.2, 1, 1)):
+        monkeypatch.setattr("taso_py.cost.context.latency", lambda *args, r=ratio, **kw: Latency(1.0, r, 10, 1))
+        timings = ContextTimings(1, OnnxOrigin(), OpCount(), tmp_path / f"context{ratio}.json")
+        judged = eqsat.search(start, RULES, OpCount(), settings, judge=InContext(timings))
+        assert sum(n.op.name == "split" for n in judged.graph.nodes.values()) == splits
+        assert timings.timed == timed and (tmp_path / f"context{ratio}.json").exists()
+        _same_outputs(start, judged.graph)
 
 
 def test_a_region_ort_cannot_time_in_context_is_left_unpriced(tmp_path, monkeypatch):

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from taso_py.acceptance import Trial, accept
+from taso_py.acceptance import InContext, Trial, accept
 from taso_py.cli.common import (
     check_options,
     emit_json,
@@ -25,7 +25,9 @@ from taso_py.cli.common import (
     search_settings,
 )
 from taso_py.cli.rules import library_option
+from taso_py.cost.context import ContextTimings
 from taso_py.cost.model import CostModel
+from taso_py.graph.regions import diff
 from taso_py.library.store import load as load_library
 from taso_py.optimizer import Optimized, cost_model, optimize
 from taso_py.runtime import CHECK_SEEDS, Comparison, Latency, check_memory, latency, random_feeds
@@ -79,10 +81,15 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
             bar.update(task, description=f"saturation: iteration {step}, {value:,.0f} e-nodes" if search == "eqsat"
                        else f"search: {step} graphs expanded, best cost {value:.4g} {pricing.unit}")
 
-        result = optimize(imported, library, pricing, search_settings(search, alpha, budget, timeout, seed), progress)
+        # rewrites priced in context during the search too, when the result will be timed in ORT anyway
+        judge = InContext(ContextTimings(threads, imported.origin, pricing),
+                          lambda text: bar.update(task, description=text)) if speed_runs else None
+        result = optimize(imported, library, pricing, search_settings(search, alpha, budget, timeout, seed), progress,
+                          judge)
         written, trials, accepted = result.model, [], None
         feeds: dict[str, np.ndarray] = {}  # the timings' inputs, drawn only when there is something to time
-        if speed_runs and result.outcome.applied:
+        # regions, not rules applied: eqsat's rewrites that only rewire (one relu of two alike) use no new e-node
+        if speed_runs and diff(result.start, result.model.graph):
             feeds = random_feeds(imported.graph, seed)
             accepted = accept(result.model, result.start, result.model.graph, pricing, feeds, threads, speed_runs,
                               lambda text: bar.update(task, description=text))

@@ -34,12 +34,13 @@ from taso_py import ops
 from taso_py.cost.model import CostModel, graph_cost
 from taso_py.errors import AttrError, ShapeError
 from taso_py.graph.ir import Graph, Ref
+from taso_py.graph.regions import Region
 from taso_py.library.instances import Instance, Undefined, attributes, holds
 from taso_py.library.terms import Apply, Pick, Rule, Term, Var, walk
 from taso_py.match.matcher import bind_attributes
 from taso_py.search.backtracking import Outcome
-from taso_py.search.egraph import EGraph, Snapshot
-from taso_py.search.extract import constant_classes, extract
+from taso_py.search.egraph import EGraph, ENode, Snapshot
+from taso_py.search.extract import Extraction, constant_classes, extract
 from taso_py.search.settings import EqsatSettings
 
 
@@ -129,8 +130,11 @@ def bind(t: Term, handle: int, eg: EGraph, cls: Callable[[int], int]) -> dict[st
     return out if term(t, handle) else None
 
 
+Judge = Callable[[Graph, Graph], list[Region]]  # (round's graph, extracted graph) -> its regions that do not pay
+
+
 def search(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: EqsatSettings | None = None,
-           progress: Callable[[int, float], None] | None = None) -> Outcome:
+           progress: Callable[[int, float], None] | None = None, judge: Judge | None = None) -> Outcome:
     """Saturate and extract in rounds, each on the graph the last one extracted, while a round gains
     and the time left of `settings.timeout` is at least what the last round took (a round cut short
     overruns the bound by its extraction and extracts from a half-grown e-graph); report like the
@@ -138,7 +142,17 @@ def search(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: Eqsa
     operator a merge made only where a chain of `_Saturation._chain` made it and another rule merges
     it (`_Saturation.snapshot`); the next round merges what the last one's merges made: on NasRNN,
     about 15,000 e-nodes in the first round, where letting egglog merge merged operators made 32,000
-    (every subset of the siblings) and the exact extraction found nothing in its time."""
+    (every subset of the siblings) and the exact extraction found nothing in its time.
+
+    `judge` prices an extracted graph's rewrites where they sit (`acceptance.InContext`: in ONNX
+    Runtime, with their neighbours) and returns the regions (`graph.regions`) that do not pay; the
+    e-graph is then extracted again, up to `settings.refinements` times a round, so that what a
+    rewrite does in context corrects the cost model's per-operator prices while the alternatives are
+    still at hand. The first time a place is found slower, the e-nodes its region was built from are
+    left out (the 2-way merge may pay where the 3-way one does not); the second time, what the region
+    replaced is kept as it was (its classes take the graph's own e-nodes: a merge comes back in
+    another order of its operands, as often as there are orders). The judge's time (timing small
+    models) is not the search's: the round's bound is not checked against it."""
     settings = settings or EqsatSettings()
     started = time.perf_counter()
     cost0 = graph_cost(graph, model)
@@ -150,7 +164,7 @@ def search(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: Eqsa
             out.stopped = "timeout"
             break
         round_started = time.perf_counter()
-        r = _round(out.graph, out.cost, rules, model, settings, started, progress)
+        r = _round(out.graph, out.cost, rules, model, settings, started, progress, judge)
         last = time.perf_counter() - round_started
         sizes.append(r.generated)
         out.expanded, out.matches = out.expanded + r.expanded, out.matches + r.matches
@@ -165,7 +179,7 @@ def search(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: Eqsa
 
 
 def _round(graph: Graph, cost0: float, rules: Sequence[Rule], model: CostModel, settings: EqsatSettings,
-           started: float, progress: Callable[[int, float], None] | None) -> Outcome:
+           started: float, progress: Callable[[int, float], None] | None, judge: Judge | None) -> Outcome:
     """One saturation of `graph` (of cost `cost0`) and its extraction (`expanded`: its iterations,
     `generated`: its e-nodes)."""
     arity = max([len(n.inputs) for n in graph.nodes.values()] + [len(t.args) for r in rules
@@ -202,11 +216,34 @@ def _round(graph: Graph, cost0: float, rules: Sequence[Rule], model: CostModel, 
                 break
             iterations += 1
         deadline = min(started + settings.timeout, time.perf_counter() + settings.ilp_timeout)
-        best, cost, used = extract(graph, eg, snap, loaded, tensors, model, deadline)
+        best = extract(graph, eg, snap, loaded, tensors, model, deadline)
+        if judge is not None:
+            best = _refine(graph, best, judge, eg, snap, loaded, tensors, model, settings)
     finally:
         eg.close()
-    return Outcome(best, cost, cost0, [saturation.origin[h] for h in used if h in saturation.origin],
+    return Outcome(best.graph, best.cost, cost0, [saturation.origin[h] for h in best.handles if h in saturation.origin],
                    expanded=iterations, generated=snap.size, stopped=stopped, matches=saturation.matches)
+
+
+def _refine(graph: Graph, best: Extraction, judge: Judge, eg: EGraph, snap: Snapshot, loaded: dict[int, int],
+            tensors: dict[Ref, int], model: CostModel, settings: EqsatSettings) -> Extraction:
+    """Extractions again without what `judge` finds slower in context (see `search`)."""
+    own = {eg.enode(h, snap) for h in (*loaded.values(), *tensors.values())}
+    banned: set[tuple[int, ENode]] = set()
+    found: set[int] = set()  # node ids of `graph` some region found slower replaced
+    for _ in range(settings.refinements):
+        slower = judge(graph, best.graph)
+        replaced = {n.id for region in slower for n in region.removed}
+        again = {snap.class_of[h] for i in replaced & found if i in loaded
+                 for h in (loaded[i], *(tensors[r] for r in graph.nodes[i].outputs))}
+        more = {best.made[n.id] for region in slower for n in region.nodes if n.id in best.made}
+        more |= {(c, n) for c in again for n in snap.nodes[c] if (c, n) not in own}
+        if more <= banned:
+            break
+        banned |= more
+        found |= replaced
+        best = extract(graph, eg, snap, loaded, tensors, model, time.perf_counter() + settings.ilp_timeout, banned)
+    return best
 
 
 def _applies(rule: Rule) -> list[Apply]:

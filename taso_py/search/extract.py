@@ -19,12 +19,13 @@ graph has them alike.
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import math
 import sys
 import time
 from collections.abc import Iterator, Mapping
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp  # here, not in the timed search: 0.45 s to import
@@ -43,16 +44,27 @@ MIN_ILP_SECONDS = 1.0
 ILP_MARGIN_SECONDS = 0.1  # HiGHS ends a little past its time limit, and its answer is still to be read
 
 
+@dataclass
+class Extraction:
+    graph: Graph
+    cost: float
+    handles: list[int]  # of the e-nodes rewrites made that the graph uses
+    made: dict[int, tuple[int, ENode]]  # node id -> the (class, e-node) a rewrite made that it was built from
+
+
 def extract(graph: Graph, eg: EGraph, snap: Snapshot, loaded: Mapping[int, int], tensors: Mapping[Ref, int],
-            model: CostModel, deadline: float) -> tuple[Graph, float, list[int]]:
-    """The cheaper of the greedy and the exact extraction: (graph, its cost, handles of the nodes
-    it uses that rewrites made). `loaded` maps each node id of `graph` to its e-node's handle,
+            model: CostModel, deadline: float, banned: AbstractSet[tuple[int, ENode]] = frozenset()) -> Extraction:
+    """The cheaper of the greedy and the exact extraction, without the `banned` e-nodes (those of
+    rewrites found slower where they sit: `search.eqsat`). `loaded` maps each node id of `graph` to its e-node's handle,
     `tensors` each tensor to its class's. The integer program gets the time left before `deadline`
     (a `time.perf_counter()` value, moved on by the time pricing the e-nodes took: with measured
     costs and a cold cache, NasRNN's new operators take 8 s to time, which left the program nothing)
     less what building the greedy graph took, since its own graph is built after it, and
     ILP_MARGIN_SECONDS, but at least MIN_ILP_SECONDS: a search whose saturation took all its time
     still extracts exactly."""
+    if banned:
+        snap = Snapshot(snap.class_of, snap.handle, {c: [n for n in ns if (c, n) not in banned]
+                                                     for c, ns in snap.nodes.items()}, snap.rows)
     const = constant_classes(eg, snap)
     pricing = time.perf_counter()
     cost = _node_costs(eg, snap, const, model)
@@ -62,7 +74,7 @@ def extract(graph: Graph, eg: EGraph, snap: Snapshot, loaded: Mapping[int, int],
     originals = {eg.enode(h, snap) for h in original}
     age = ages(eg, snap)
     made = {key: h for key, h in age.items() if h not in original}
-    best: tuple[Graph, float, list[int]] | None = None
+    best: Extraction | None = None
 
     def consider(choice: Choice | None) -> None:
         nonlocal best
@@ -72,8 +84,8 @@ def extract(graph: Graph, eg: EGraph, snap: Snapshot, loaded: Mapping[int, int],
         g, used = _build(graph, eg, snap, loaded, choice, outputs)
         flatten_splits(g)
         c = graph_cost(g, model)
-        if best is None or c < best[1]:
-            best = (g, c, [made[key] for key in used if key in made])
+        if best is None or c < best.cost:
+            best = Extraction(g, c, [made[key] for key in used.values() if key in made], used)
 
     started = time.perf_counter()
     consider(greedy(snap, cost))
@@ -82,7 +94,7 @@ def extract(graph: Graph, eg: EGraph, snap: Snapshot, loaded: Mapping[int, int],
     left = deadline - time.perf_counter() - building - ILP_MARGIN_SECONDS
     consider(ilp(acyclic, cost, outputs, max(left, MIN_ILP_SECONDS)))
     if best is None:
-        return graph, graph_cost(graph, model), []
+        return Extraction(graph, graph_cost(graph, model), [], {})
     return best
 
 
@@ -302,14 +314,15 @@ def _reachable(nodes: Mapping[int, list[ENode]], roots: list[int]) -> list[int]:
 
 
 def _build(graph: Graph, eg: EGraph, snap: Snapshot, loaded: Mapping[int, int], choice: Choice,
-           outputs: list[int]) -> tuple[Graph, list[tuple[int, ENode]]]:
-    """The chosen e-nodes as a graph: the original's nodes kept where chosen with the same inputs,
-    new nodes for the rest (an opaque node re-made over new inputs), the outputs pointed at their
-    classes' choices, the unused removed. Also returns the chosen (class, e-node) pairs it made."""
+           outputs: list[int]) -> tuple[Graph, dict[int, tuple[int, ENode]]]:
+    """The chosen e-nodes as a graph: the original's nodes kept where chosen (a new version of the
+    node where its inputs change), new nodes for the rest, the outputs pointed at their classes'
+    choices, the unused removed. Also returns the chosen (class, e-node) pairs it made new nodes of,
+    by node id."""
     g = graph.copy()
     origin = {eg.enode(h, snap): node_id for node_id, h in loaded.items()}
     made: dict[int, tuple[Ref, ...]] = {}
-    used: list[tuple[int, ENode]] = []
+    used: dict[int, tuple[int, ENode]] = {}
 
     def tensors(c: int) -> tuple[Ref, ...]:
         if c in made:
@@ -325,11 +338,11 @@ def _build(graph: Graph, eg: EGraph, snap: Snapshot, loaded: Mapping[int, int], 
             if list(node.inputs) != inputs:
                 # a new version under the same id, as the α-search makes: its readers keep reading it,
                 # so `graph.regions` sees the rewrite where it is, not in everything downstream
-                g.nodes[node_id] = dataclasses.replace(node, inputs=tuple(inputs))
+                g.nodes[node_id] = replace(node, inputs=tuple(inputs))
             made[c] = node.outputs
             return made[c]
-        used.append((c, n))
         made[c] = g.add(ops.get(n.op), inputs, eg.attrs[n.attr])
+        used[made[c][0].node] = (c, n)
         return made[c]
 
     limit = sys.getrecursionlimit()

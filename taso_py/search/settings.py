@@ -18,3 +18,4 @@ class EqsatSettings:
     timeout: float = 5.0  # seconds of the whole search, saturation and extraction, over all rounds
     rounds: int = 4  # saturations, each of the graph the last one extracted (see `search.eqsat.search`)
     ilp_timeout: float = 5.0  # seconds of an extraction at most (less when the search's time is short)
+    refinements: int = 2  # extractions again without the rewrites a judge found slower in context, per round
