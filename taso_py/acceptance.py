@@ -16,6 +16,7 @@ only if ORT runs it faster. Whole-model timings are what decides.
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,8 +101,12 @@ class InContext:
     def __init__(self, context: ContextTimings, progress: Callable[[str], None] | None = None) -> None:
         self.context = context
         self.progress = progress
+        self.seconds = 0.0  # spent judging (timing contexts, mostly), for the report: it is inside the search's time
+        self.judged = 0  # extractions judged
+        self.slower = 0  # regions found slower in context, over all of them
 
     def __call__(self, start: Graph, rewritten: Graph) -> list[Region]:
+        began = time.perf_counter()
         slower = []
         regions = diff(start, rewritten)
         for k, region in enumerate(regions):
@@ -111,7 +116,13 @@ class InContext:
             if price is not None and price.saved_share <= 0:
                 slower.append(region)
         self.context.save()
+        self.seconds += time.perf_counter() - began
+        self.judged += 1
+        self.slower += len(slower)
         return slower
+
+    def to_json(self) -> dict:
+        return {"seconds": round(self.seconds, 3), "extractions_judged": self.judged, "regions_slower": self.slower}
 
 
 def accept(model: OnnxModel, start: Graph, rewritten: Graph, cost: CostModel, feeds: Mapping[str, np.ndarray],

@@ -350,7 +350,8 @@ def test_a_pick_of_a_split_is_a_tensor_class():
 
 def test_optimize_and_compile_take_search_eqsat(tmp_path):
     """`--search eqsat` end to end: the merge found, the model checked in ORT and written, the report
-    says which search ran; `taso compile` takes the option too."""
+    says which search ran (and, when the result is timed, how its rewrites were priced in context);
+    `taso compile` takes the option too."""
     import json
     import subprocess
 
@@ -362,6 +363,13 @@ def test_optimize_and_compile_take_search_eqsat(tmp_path):
     report = json.loads(done.stdout)
     assert report["search"]["kind"] == "eqsat" and report["check"]["ok"]
     assert report["search"]["stopped"] in ("saturated", "iterations") and report["search"]["generated"] > 0
+    assert "in_context" not in report["search"]  # no judge when nothing is to be timed
+    done = subprocess.run([*TASO, "optimize", str(model), "-o", str(tmp_path / "t.onnx"), "--cost", "analytical",
+                           "--speed-runs", "3", "--json"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    judged = report["search"]["in_context"]  # the default search, timed: its extractions priced in context
+    assert report["search"]["kind"] == "eqsat" and judged["extractions_judged"] >= 1 and judged["seconds"] > 0
     done = subprocess.run([*TASO, "compile", str(model), "--target", "cpu", "-o", str(tmp_path / "m.cpu"),
                            "--search", "eqsat", "--json"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -113,6 +113,8 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
         kept = "original"
         check = save_checked(model, imported, target, "re-exported", not no_check, rtol, atol, seed)
     report = _report(model, target, result, pricing, check, search)
+    if judge is not None and search == "eqsat":
+        report["search"]["in_context"] = judge.to_json()
     report["speed"] = ({**(speed[0].to_json() if speed else {}), "kept": kept,
                         "predicted_in_context": round(accepted.predicted, 4), "groups": [t.to_json() for t in trials]}
                        if accepted is not None and trials else None)
@@ -130,8 +132,10 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
         console.print(f"search cost{folded} {o.original_cost:.4g} → {o.cost:.4g} {pricing.unit} ({gain:.3f}x) with "
                       f"{len(o.applied)} rewrites; " + (f"{o.expanded} saturation iterations, {o.generated:,} e-nodes"
                                                           if search == "eqsat" else f"{o.expanded} graphs expanded") +
-                      f" in {o.seconds:.1f} s "
-                      f"({o.stopped}){checked}", highlight=False)
+                      f" in {o.seconds:.1f} s ({o.stopped})" + (
+                          f", of which {judge.seconds:.1f} s pricing {judge.judged} extractions' rewrites in context "
+                          f"({judge.slower} regions slower there, extracted again without them)"
+                          if judge is not None and judge.judged else "") + checked, highlight=False)
         if accepted is not None and trials:
             console.print(_trials_table(trials))
             console.print(f"predicted in context (the groups that pay where they sit, all kept): "
