@@ -63,6 +63,7 @@ def test_optimize_suite_runs_a_substitution_block(tmp_path: Path, monkeypatch: p
     assert doc["search"] == "backtrack" and row["stopped"] in ("exhausted", "budget", "timeout")  # not eqsat's
     assert row["check"]["ok"] and row["ort_1t"]["optimized_ms"] > 0 and row["ort_2t"]["original_ms"] > 0
     assert row["written"] == (row["speed_check"]["kept"] if row["rules_applied"] else "no rewrite")
+    assert row["regions"] == (sum(g["regions"] for g in row["speed_check"]["groups"]) if row["speed_check"] else 0)
     assert row["predicted_in_context"] > 0
     text = (tmp_path / "optimize_suite.md").read_text()
     assert "| parallel_matmuls |" in text and "Predicted in context against measured" in text

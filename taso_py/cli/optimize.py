@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from taso_py.acceptance import InContext, Trial, accept
+from taso_py.acceptance import JUDGE_BUDGET_SECONDS, InContext, Trial, accept
 from taso_py.cli.common import (
     check_options,
     emit_json,
@@ -82,7 +82,7 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
                        else f"search: {step} graphs expanded, best cost {value:.4g} {pricing.unit}")
 
         # rewrites priced in context during the search too, when the result will be timed in ORT anyway
-        judge = InContext(ContextTimings(threads, imported.origin, pricing),
+        judge = InContext(ContextTimings(threads, imported.origin, pricing, budget=JUDGE_BUDGET_SECONDS),
                           lambda text: bar.update(task, description=text)) if speed_runs else None
         result = optimize(imported, library, pricing, search_settings(search, alpha, budget, timeout, seed), progress,
                           judge)

@@ -35,7 +35,7 @@ from taso_py.runtime import latency, random_feeds
 
 HOPS = 1  # neighbours on each side: enough for the reorders and fusions at the region's edges
 MIN_SECONDS = 0.3  # per pair of small models, runs interleaved
-BUDGET_SECONDS = 30.0  # of timing per search result; regions left over stay unpriced
+BUDGET_SECONDS = 30.0  # of timing per search result (the acceptance's); regions left over stay unpriced
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,10 @@ NOTHING = Price(0.0, 0.0, 0.0)
 class ContextTimings:
     """Prices regions in context, with `threads` ORT threads, reading and filling the disk cache."""
 
-    def __init__(self, threads: int, origin: OnnxOrigin, cost: CostModel, path: Path | None = None) -> None:
+    def __init__(self, threads: int, origin: OnnxOrigin, cost: CostModel, path: Path | None = None,
+                 budget: float = BUDGET_SECONDS) -> None:
         self.threads = threads
+        self.budget = budget  # seconds of timing; regions left over stay unpriced
         self.origin = origin
         self.cost = cost
         self.path = path or cache_root() / f"context-{machine_key(threads)}.json"
@@ -87,7 +89,7 @@ class ContextTimings:
             return None
         key = self.key(*pair)
         if key not in self.times:
-            if self.seconds >= BUDGET_SECONDS:
+            if self.seconds >= self.budget:
                 return None
             began = time.perf_counter()
             try:
