@@ -152,29 +152,40 @@ def search(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: Eqsa
     left out (the 2-way merge may pay where the 3-way one does not); the second time, what the region
     replaced is kept as it was (its classes take the graph's own e-nodes: a merge comes back in
     another order of its operands, as often as there are orders). The judge's time (timing small
-    models) is not the search's: the round's bound is not checked against it."""
+    models, cached) moves the time bound on, as pricing e-nodes does for the extraction; `seconds`
+    includes it."""
     settings = settings or EqsatSettings()
-    started = time.perf_counter()
+    began = started = time.perf_counter()  # `started` moves on by the judge's time, the bound's origin
     cost0 = graph_cost(graph, model)
     out = Outcome(graph, cost0, cost0, [])
     out.stopped, sizes = "saturated", []
     last = 0.0  # seconds the last round took
+    judging = [0.0]
+
+    def timed(start: Graph, rewritten: Graph) -> list[Region]:
+        t = time.perf_counter()
+        try:
+            return judge(start, rewritten)
+        finally:
+            judging[0] += time.perf_counter() - t
+
     for _ in range(settings.rounds):
         if time.perf_counter() - started + last > settings.timeout:
             out.stopped = "timeout"
             break
-        round_started = time.perf_counter()
-        r = _round(out.graph, out.cost, rules, model, settings, started, progress, judge)
-        last = time.perf_counter() - round_started
+        round_started, judged = time.perf_counter(), judging[0]
+        r = _round(out.graph, out.cost, rules, model, settings, started, progress, timed if judge else None)
+        started += judging[0] - judged
+        last = time.perf_counter() - round_started - (judging[0] - judged)
         sizes.append(r.generated)
         out.expanded, out.matches = out.expanded + r.expanded, out.matches + r.matches
-        out.history.append((time.perf_counter() - started, min(r.cost, out.cost)))
+        out.history.append((time.perf_counter() - began, min(r.cost, out.cost)))
         out.stopped = r.stopped
         if r.cost >= out.cost * (1 - 1e-9):  # no gain beyond float rounding: keep the graph as it was
             break
         out.graph, out.cost, out.applied = r.graph, r.cost, out.applied + r.applied
     out.generated = max(sizes, default=0)
-    out.seconds = time.perf_counter() - started
+    out.seconds = time.perf_counter() - began
     return out
 
 
