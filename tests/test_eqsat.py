@@ -307,6 +307,26 @@ def test_a_round_starts_only_when_the_time_left_fits_another(monkeypatch):
     best = eqsat.search(g, RULES, OpCount(), EqsatSettings(rounds=4, timeout=1.0))
     assert len(best.history) == 2 and best.stopped == "timeout" and best.seconds < 1.0
 
+def test_the_judges_time_does_not_count_against_the_bound(monkeypatch):
+    """Rounds of 0.4 s, each judged for 0.5 s, under a 1 s bound: two rounds run (0.8 s of search),
+    as without a judge, and the search's seconds count the judging too."""
+    g, r = _graph({"w": (8, 8)}, {"x": (2, 8)})
+    g.set_outputs([g.add("matmul", [r["x"], r["w"]])[0]], ["y"])
+
+    def a_round(graph, cost0, rules, model, settings, started, progress, judge):
+        time.sleep(0.4)
+        judge(graph, graph)
+        return eqsat.Outcome(graph, cost0 * 0.9, cost0, [], stopped="saturated")
+
+    def slow_judge(start: Graph, rewritten: Graph) -> list[Region]:
+        time.sleep(0.5)
+        return []
+
+    monkeypatch.setattr(eqsat, "_round", a_round)
+    best = eqsat.search(g, RULES, OpCount(), EqsatSettings(rounds=4, timeout=1.0), judge=slow_judge)
+    assert len(best.history) == 2 and best.stopped == "timeout" and best.seconds >= 1.6
+
+
 def test_a_judge_sends_extraction_back_for_the_next_best_graph():
     """Three matmuls of one input: the cost model merges all three; a judge that finds the 3-way merge
     slower where it sits (as ORT might) gets a graph with a pair merged and one matmul alone, and one
