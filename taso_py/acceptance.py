@@ -30,7 +30,7 @@ from taso_py.graph.ir import Graph
 from taso_py.graph.regions import Region, apply, diff, without_unused
 from taso_py.onnx_io import OnnxModel
 from taso_py.onnx_io.exporter import save_model
-from taso_py.runtime import Latency, latency
+from taso_py.runtime import Latency, settled_latency
 
 MAX_TRIALS = 8  # groups timed one at a time; the groups predicted to gain least are tried as one
 # of timing contexts during the search (`InContext`): with a cold cache NASNet-A's and Inception-v3's
@@ -171,7 +171,7 @@ def accept(model: OnnxModel, start: Graph, rewritten: Graph, cost: CostModel, fe
             # a group that could not be priced counts with what the cost model expects it to save
             paying = paying + (price if price is not None else Price(0.0, 0.0, 1 - 1 / predicted))
             candidate_file = _write(model, candidate, Path(tmp) / f"group{k}.onnx")
-            measured = latency(current_file, candidate_file, feeds, threads, runs)
+            measured = settled_latency(current_file, candidate_file, feeds, threads, runs)
             kept = measured.speedup > 1.0
             trials.append(Trial(change, len(members), predicted, measured, kept, "", in_context))
             if kept:

@@ -121,6 +121,27 @@ def test_an_eqsat_result_has_a_region_per_rewrite_not_one_for_everything_downstr
     assert _check_every_subset(g, rewritten) == 2
 
 
+def test_a_close_call_is_timed_again_with_more_runs(monkeypatch):
+    """`runtime.settled_latency`: a first verdict within 3% of 1.0 (here 1.01x) is timed again with
+    twice the runs, and the second stands; a clear one (1.5x) is not timed again."""
+    from taso_py import runtime
+
+    for first, calls in ((Latency(1.01, 1.0, 10, 2), 2), (Latency(1.5, 1.0, 10, 2), 1)):
+        timed = []
+
+        def fake(a, b, feeds, threads, runs, min_seconds=1.0, first=first, timed=timed):
+            timed.append((runs, min_seconds))
+            return first if len(timed) == 1 else Latency(0.98, 1.0, runs, threads)
+
+        monkeypatch.setattr(runtime, "latency", fake)
+        result = runtime.settled_latency("a.onnx", "b.onnx", {}, 2, 10)
+        assert len(timed) == calls
+        if calls == 2:
+            assert timed[1] == (20, 2.0) and result.speedup < 1 and result.runs == 20
+        else:
+            assert result is first
+
+
 def _merges_between_neighbours(layers: int = 1) -> Graph:
     """`layers` times: relu -> two matmuls of one input (a merge for the search) -> a tanh each."""
     g, r = _graph({f"w{k}{i}": (16, 8 + i) for k in range(layers) for i in range(2)}, {"x": (4, 16)})

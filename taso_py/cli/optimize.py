@@ -30,7 +30,7 @@ from taso_py.cost.model import CostModel
 from taso_py.graph.regions import diff
 from taso_py.library.store import load as load_library
 from taso_py.optimizer import Optimized, cost_model, optimize
-from taso_py.runtime import CHECK_SEEDS, Comparison, Latency, check_memory, latency, random_feeds
+from taso_py.runtime import CHECK_SEEDS, Comparison, Latency, check_memory, random_feeds, settled_latency
 
 
 @click.command("optimize")
@@ -99,7 +99,7 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
     def faster(staged: Path) -> None:
         """The regions ORT ran faster one group at a time; the last word is a timing of the whole
         model against the user's file."""
-        speed.append(latency(model, staged, feeds, threads, speed_runs))
+        speed.append(settled_latency(model, staged, feeds, threads, speed_runs))
         if speed[0].speedup < min_speedup:
             raise NotFaster
 
