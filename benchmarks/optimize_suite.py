@@ -64,7 +64,7 @@ def run_model(name: str, size: str, runs: int, work: Path, cost: str = "measured
         "predicted_in_context": (report["speed"] or {}).get("predicted_in_context", 1.0),
         "rules_applied": report["rules_applied"], "rejected": report["rejected"], "check": report["check"],
         "speed_check": report["speed"],
-        # timed when the graph changed: eqsat's rewrites that only rewire (one relu of two alike) apply no rule's nodes
+        # timed when the graph changed: common subexpressions eqsat's e-graph holds once change it with no rule
         "written": (report["speed"] or {}).get("kept", "optimized")
         if report["speed"] or report["rules_applied"] else "no rewrite",
     }

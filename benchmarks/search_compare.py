@@ -47,7 +47,7 @@ def compare(name: str, size: str, cost: str, library_path: Path | None = None, r
         o = result.outcome
         row["original"], row["directed_rules"] = o.original_cost, len(result.rules)
         # a search that rewrote nothing gives the user's graph back: nothing to time (regions, not rules
-        # applied, say so: eqsat's rewrites that only rewire, one relu of two alike, use no rule's new nodes)
+        # applied, say so: common subexpressions, which eqsat's e-graph holds once, change it with no rule)
         changed = bool(diff(result.start, result.model.graph))
         ort = latency(source, to_onnx(result.model), feeds, 0, runs).to_json() if runs and changed else None
         row[label] = {"cost": o.cost, "gain": o.original_cost / o.cost if o.cost else 1.0,

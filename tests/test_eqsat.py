@@ -384,6 +384,7 @@ def test_optimize_and_compile_take_search_eqsat(tmp_path):
     assert report["search"]["kind"] == "eqsat" and report["check"]["ok"]
     assert report["search"]["stopped"] in ("saturated", "iterations") and report["search"]["generated"] > 0
     assert "in_context" not in report["search"]  # no judge when nothing is to be timed
+    assert report["search"]["regions"] == 1  # the three matmuls merged in one place
     done = subprocess.run([*TASO, "optimize", str(model), "-o", str(tmp_path / "t.onnx"), "--cost", "analytical",
                            "--speed-runs", "3", "--json"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

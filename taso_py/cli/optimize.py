@@ -88,8 +88,10 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
                           judge)
         written, trials, accepted = result.model, [], None
         feeds: dict[str, np.ndarray] = {}  # the timings' inputs, drawn only when there is something to time
-        # regions, not rules applied: eqsat's rewrites that only rewire (one relu of two alike) use no new e-node
-        if speed_runs and diff(result.start, result.model.graph):
+        # regions, not rules applied: a common subexpression (two relus of one tensor), which eqsat's e-graph
+        # holds once, leaves the graph changed with no rule applied
+        regions = diff(result.start, result.model.graph)
+        if speed_runs and regions:
             feeds = random_feeds(imported.graph, seed)
             accepted = accept(result.model, result.start, result.model.graph, pricing, feeds, threads, speed_runs,
                               lambda text: bar.update(task, description=text))
@@ -113,6 +115,7 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
         kept = "original"
         check = save_checked(model, imported, target, "re-exported", not no_check, rtol, atol, seed)
     report = _report(model, target, result, pricing, check, search)
+    report["search"]["regions"] = len(regions)  # places the graph changed: rules applied miss common subexpressions
     if judge is not None and search == "eqsat":
         report["search"]["in_context"] = judge.to_json()
     report["speed"] = ({**(speed[0].to_json() if speed else {}), "kept": kept,
@@ -129,9 +132,10 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
         fused = result.batchnorms_folded + result.activations_fused
         folded = (f" ({result.batchnorms_folded} batch norms and {result.activations_fused} activations fused "
                   "into convolutions first, as ORT does)") if fused else ""
+        steps = (f"{o.expanded} saturation iterations, {o.generated:,} e-nodes" if search == "eqsat"
+                 else f"{o.expanded} graphs expanded")
         console.print(f"search cost{folded} {o.original_cost:.4g} → {o.cost:.4g} {pricing.unit} ({gain:.3f}x) with "
-                      f"{len(o.applied)} rewrites; " + (f"{o.expanded} saturation iterations, {o.generated:,} e-nodes"
-                                                          if search == "eqsat" else f"{o.expanded} graphs expanded") +
+                      f"{len(o.applied)} rewrites ({len(regions)} regions changed); {steps}"
                       f" in {o.seconds:.1f} s ({o.stopped})" + (
                           f", of which {judge.seconds:.1f} s pricing {judge.judged} extractions' rewrites in context "
                           f"({judge.slower} regions slower there, extracted again without them)"
