@@ -99,7 +99,7 @@ def groups(start: Graph, rewritten: Graph, model: CostModel) -> list[tuple[str, 
 class InContext:
     """Equality saturation's judge (`search.eqsat.Judge`): the regions of an extracted graph that run
     no faster in context than what they replace, so that the search extracts again without them.
-    Prices are cached on disk (`cost.context`), so `accept` reads them again for free."""
+    Prices are cached on disk (`cost.context`): `accept` reads them back untimed."""
 
     def __init__(self, context: ContextTimings, progress: Callable[[str], None] | None = None) -> None:
         self.context = context
@@ -135,6 +135,7 @@ def accept(model: OnnxModel, start: Graph, rewritten: Graph, cost: CostModel, fe
     (interleaved runs, medians: `runtime.latency`)."""
     plan = groups(start, rewritten, cost)
     context = ContextTimings(threads, model.origin, cost)
+    base = graph_cost(without_unused(start), cost)
     priced: list[tuple[str, list[Region], Price | None]] = []
     trials: list[Trial] = []
     for k, (change, members) in enumerate(plan):
@@ -143,16 +144,15 @@ def accept(model: OnnxModel, start: Graph, rewritten: Graph, cost: CostModel, fe
         pays, slower = _split_by_price(context, start, rewritten, members)
         if slower:  # a region that is slower where it sits is reverted on its own, whatever its group does
             price = sum((p for _, p in slower), NOTHING)
-            trials.append(Trial(change, len(slower), _predicted(start, rewritten, [r for r, _ in slower], cost), None,
-                                False, f"slower in context, {price.before_ms:.3g} → {price.after_ms:.3g} ms",
+            trials.append(Trial(change, len(slower), _predicted(start, base, rewritten, [r for r, _ in slower], cost),
+                                None, False, f"slower in context, {price.before_ms:.3g} → {price.after_ms:.3g} ms",
                                 price.speedup))
         if pays:
             priced.append((change, [r for r, _ in pays], _total([p for _, p in pays])))
     context.save()
     # what ORT saves where the rewrites sit first; groups that could not be priced after, as the cost model orders them
     priced.sort(key=lambda p: (0, -p[2].saved_share) if p[2] is not None else (1, 0.0))
-    current = start
-    current_cost = graph_cost(without_unused(current), cost)
+    current, current_cost = start, base
     with tempfile.TemporaryDirectory(prefix="taso-accept-") as tmp:
         current_file = _write(model, current, Path(tmp) / "base.onnx")
         paying = NOTHING  # the groups tried, as priced in context
@@ -194,13 +194,14 @@ def _split_by_price(context: ContextTimings, start: Graph, rewritten: Graph, mem
     return paying, slower
 
 
-def _predicted(start: Graph, rewritten: Graph, regions: list[Region], cost: CostModel) -> float:
-    """The cost model's speedup of `regions` applied to `start` (1.0 when they need other regions)."""
+def _predicted(start: Graph, base: float, rewritten: Graph, regions: list[Region], cost: CostModel) -> float:
+    """The cost model's speedup of `regions` applied to `start` (of cost `base`; 1.0 when they need
+    other regions)."""
     try:
         after = graph_cost(without_unused(apply(start, rewritten, regions)), cost)
     except GraphError:
         return 1.0
-    return graph_cost(without_unused(start), cost) / max(after, 1e-12)
+    return base / max(after, 1e-12)
 
 
 def _total(prices: list[Price | None]) -> Price | None:

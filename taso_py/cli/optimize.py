@@ -81,9 +81,9 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
             bar.update(task, description=f"saturation: iteration {step}, {value:,.0f} e-nodes" if search == "eqsat"
                        else f"search: {step} graphs expanded, best cost {value:.4g} {pricing.unit}")
 
-        # rewrites priced in context during the search too, when the result will be timed in ORT anyway
+        # eqsat's rewrites priced in context during the search too, when the result will be timed in ORT anyway
         judge = InContext(ContextTimings(threads, imported.origin, pricing, budget=JUDGE_BUDGET_SECONDS),
-                          lambda text: bar.update(task, description=text)) if speed_runs else None
+                          lambda text: bar.update(task, description=text)) if speed_runs and search == "eqsat" else None
         result = optimize(imported, library, pricing, search_settings(search, alpha, budget, timeout, seed), progress,
                           judge)
         written, trials, accepted = result.model, [], None
@@ -116,7 +116,7 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
         check = save_checked(model, imported, target, "re-exported", not no_check, rtol, atol, seed)
     report = _report(model, target, result, pricing, check, search)
     report["search"]["regions"] = len(regions)  # places the graph changed: rules applied miss common subexpressions
-    if judge is not None and search == "eqsat":
+    if judge is not None:
         report["search"]["in_context"] = judge.to_json()
     report["speed"] = ({**(speed[0].to_json() if speed else {}), "kept": kept,
                         "predicted_in_context": round(accepted.predicted, 4), "groups": [t.to_json() for t in trials]}

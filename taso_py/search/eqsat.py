@@ -160,23 +160,24 @@ def search(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: Eqsa
     out = Outcome(graph, cost0, cost0, [])
     out.stopped, sizes = "saturated", []
     last = 0.0  # seconds the last round took
-    judging = [0.0]
+    judging = 0.0  # seconds the judge took in this round
 
     def timed(start: Graph, rewritten: Graph) -> list[Region]:
+        nonlocal judging
         t = time.perf_counter()
         try:
             return judge(start, rewritten)
         finally:
-            judging[0] += time.perf_counter() - t
+            judging += time.perf_counter() - t
 
     for _ in range(settings.rounds):
         if time.perf_counter() - started + last > settings.timeout:
             out.stopped = "timeout"
             break
-        round_started, judged = time.perf_counter(), judging[0]
+        round_started, judging = time.perf_counter(), 0.0
         r = _round(out.graph, out.cost, rules, model, settings, started, progress, timed if judge else None)
-        started += judging[0] - judged
-        last = time.perf_counter() - round_started - (judging[0] - judged)
+        started += judging
+        last = time.perf_counter() - round_started - judging
         sizes.append(r.generated)
         out.expanded, out.matches = out.expanded + r.expanded, out.matches + r.matches
         out.history.append((time.perf_counter() - began, min(r.cost, out.cost)))

@@ -71,7 +71,7 @@ def extract(graph: Graph, eg: EGraph, snap: Snapshot, loaded: Mapping[int, int],
     deadline += time.perf_counter() - pricing  # timing new operators in ORT (measured costs) is not extraction
     outputs = [snap.class_of[tensors[r]] for r in graph.outputs]
     original = set(loaded.values())
-    originals = {eg.enode(h, snap) for h in original}
+    origin = {eg.enode(h, snap): node_id for node_id, h in loaded.items()}  # the graph's own e-nodes
     age = ages(eg, snap)
     made = {key: h for key, h in age.items() if h not in original}
     best: Extraction | None = None
@@ -80,8 +80,8 @@ def extract(graph: Graph, eg: EGraph, snap: Snapshot, loaded: Mapping[int, int],
         nonlocal best
         if choice is None or not all(c in choice for c in outputs):
             return
-        prefer_originals(snap, choice, cost, originals, outputs)
-        g, used = _build(graph, eg, snap, loaded, choice, outputs)
+        prefer_originals(snap, choice, cost, origin.keys(), outputs)
+        g, used = _build(graph, eg, origin, choice, outputs)
         flatten_splits(g)
         c = graph_cost(g, model)
         if best is None or c < best.cost:
@@ -99,7 +99,7 @@ def extract(graph: Graph, eg: EGraph, snap: Snapshot, loaded: Mapping[int, int],
 
 
 def prefer_originals(snap: Snapshot, choice: Choice, cost: Mapping[tuple[int, ENode], float],
-                     originals: set[tuple[int, ENode]], outputs: list[int]) -> None:
+                     originals: AbstractSet[tuple[int, ENode]], outputs: list[int]) -> None:
     """Where the choice took a rewrite's e-node and the graph's own e-node of that class costs no more
     and reads only classes the graph computes anyway (without reading the class itself), take the
     graph's own: ties (`add(a, b)` against its commuted copy) then leave the graph as it was, and
@@ -313,14 +313,13 @@ def _reachable(nodes: Mapping[int, list[ENode]], roots: list[int]) -> list[int]:
     return list(seen)
 
 
-def _build(graph: Graph, eg: EGraph, snap: Snapshot, loaded: Mapping[int, int], choice: Choice,
+def _build(graph: Graph, eg: EGraph, origin: Mapping[tuple[int, ENode], int], choice: Choice,
            outputs: list[int]) -> tuple[Graph, dict[int, tuple[int, ENode]]]:
     """The chosen e-nodes as a graph: the original's nodes kept where chosen (a new version of the
     node where its inputs change), new nodes for the rest, the outputs pointed at their classes'
     choices, the unused removed. Also returns the chosen (class, e-node) pairs it made new nodes of,
-    by node id."""
+    by node id. `origin` maps the graph's own (class, e-node) pairs to their node ids."""
     g = graph.copy()
-    origin = {eg.enode(h, snap): node_id for node_id, h in loaded.items()}
     made: dict[int, tuple[Ref, ...]] = {}
     used: dict[int, tuple[int, ENode]] = {}
 
@@ -346,7 +345,7 @@ def _build(graph: Graph, eg: EGraph, snap: Snapshot, loaded: Mapping[int, int], 
         return made[c]
 
     limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, 4 * len(snap.nodes) + 1000))  # one frame per class on a path
+    sys.setrecursionlimit(max(limit, 4 * len(choice) + 1000))  # one frame per chosen class on a path
     try:
         refs = [tensors(c)[0] for c in outputs]
     finally:
