@@ -35,7 +35,10 @@ from taso_py.types import DType, TensorType
 
 WARMUP = 2
 MIN_RUNS = 5  # slow operators: five runs are enough for a median, and keep large models quick
-MIN_SECONDS = 0.05  # fast operators: as many runs as fit
+# fast operators: as many runs as fit (thousands for a microsecond operator; 50 ms made a cold cache
+# cost 51 s on a 70-node LSTM cell, whose e-graph has 991 operators to time)
+MIN_SECONDS = 0.01
+OVERHEAD_PAIRS = 7  # timings of ORT's fixed cost, whose median is taken (see `overhead`)
 HUGE = 1 << 27  # elements: a tensor this large (512 MiB of floats) is priced by the roofline instead
 FLOOR_MS = 1e-4
 
@@ -103,10 +106,15 @@ class Measured:
     @property
     def overhead(self) -> float:
         """ORT's fixed cost per `run` call, without the cost of the node it runs: a chain of two tiny
-        relus minus one gives the cost of a node, one minus that the cost of the call."""
+        relus minus one gives the cost of a node, one minus that the cost of the call. It is
+        subtracted from every operator's time, so it is the median of OVERHEAD_PAIRS such estimates
+        after a warm-up: one estimate, taken first in a process, ranged 0.2-10 us against a steady
+        4.4 us here, and moved every small operator's cost of a cache by as much."""
         if self._overhead is None:
-            one, two = (self._time(*_relus(n, self.opset)) for n in (1, 2))
-            self._overhead = max(2 * one - two, 0.0)
+            relus = [_relus(n, self.opset) for n in (1, 2)]
+            self._time(*relus[0])
+            pairs = [[self._time(*r) for r in relus] for _ in range(OVERHEAD_PAIRS)]
+            self._overhead = max(statistics.median(2 * one - two for one, two in pairs), 0.0)
         return self._overhead
 
     def _time(self, model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> float:

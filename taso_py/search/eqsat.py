@@ -209,13 +209,18 @@ def _round(graph: Graph, cost0: float, rules: Sequence[Rule], model: CostModel, 
         saturation = _Saturation(eg, rules, patterns)
         stopped = "saturated"
         iterations = 0
+        checked = time.perf_counter()
         while True:
             eg.flush()
             eg.match(merges=iterations < settings.merge_iterations)
             snap = saturation.snapshot()
             if progress is not None:
                 progress(iterations, float(snap.size))
-            if time.perf_counter() - started > settings.timeout:
+            now = time.perf_counter()
+            last, checked = now - checked, now  # the last iteration: its rewrites, matching and snapshot
+            # the next, guessed to take twice as long (they grow), must end within saturation's share
+            # of the bound; the rest is the extraction's
+            if now - started + 2 * last > settings.timeout * settings.saturation_share:
                 stopped = "timeout"
                 break
             if snap.size >= settings.node_limit:

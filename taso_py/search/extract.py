@@ -203,11 +203,16 @@ def break_cycles(nodes: Mapping[int, list[ENode]], roots: list[int], age: Mappin
     One depth-first search from the roots: at a cycle it drops that e-node and goes on from the class
     it was dropped from (the classes after it on the path are left unfinished, the finished ones
     stay finished, since dropping e-nodes never makes a cycle)."""
-    kept = {c: list(ns) for c, ns in nodes.items()}
+    dropped: set[tuple[int, ENode]] = set()
+    alive = {c: len(ns) for c, ns in nodes.items()}  # e-nodes of each class not dropped
     finished: set[int] = set()
 
     def edges(c: int) -> Iterator[tuple[ENode, int]]:
-        return iter([(n, x) for n in kept.get(c, ()) for x in dict.fromkeys(n.children)])
+        for n in nodes.get(c, ()):
+            for x in dict.fromkeys(n.children):
+                if (c, n) in dropped:  # dropped while its children were being walked: skip the rest
+                    break
+                yield n, x
 
     for root in roots:
         if root in finished:
@@ -229,16 +234,18 @@ def break_cycles(nodes: Mapping[int, list[ENode]], roots: list[int], age: Mappin
                 cycle = [(path[i][0], path[i + 1][1], i) for i in range(start, len(path) - 1)]
                 cycle.append((path[-1][0], n, len(path) - 1))
                 # the newest e-node of a class that keeps another (never empty a class: it may be needed)
-                c, dropped, i = max(cycle, key=lambda cn: (len(kept[cn[0]]) > 1, age.get(cn[:2], math.inf)))
-                kept[c] = [m for m in kept[c] if m != dropped]
+                c, drop, i = max(cycle, key=lambda cn: (alive[cn[0]] > 1, age.get(cn[:2], math.inf)))
+                dropped.add((c, drop))
+                alive[c] -= 1
                 for d, _ in path[i + 1:]:
                     del on_path[d]
-                del path[i + 1:], pending[i:]
-                pending.append(edges(c))
+                # the walk goes on in class c after the dropped e-node (the ones before it are done)
+                del path[i + 1:], pending[i + 1:]
             elif x not in finished:
                 on_path[x] = len(path)
                 path.append((x, n))
                 pending.append(edges(x))
+    kept = {c: [n for n in ns if (c, n) not in dropped] for c, ns in nodes.items()}
     return kept
 
 
