@@ -34,7 +34,7 @@ from tests.corpus.analysis import imported_nodes
 TORCH = [e for e in CORPUS if e.needs_torch]
 
 
-def _taso(*args: str) -> tuple[dict[str, Any] | None, str, float]:
+def taso_json(*args: str) -> tuple[dict[str, Any] | None, str, float]:
     """One `taso` command with --json: (its report, or None and the error's last line; seconds)."""
     started = time.perf_counter()
     done = subprocess.run(
@@ -63,18 +63,18 @@ def run_entry(entry: CorpusModel, work: Path) -> dict[str, Any]:
     shapes = [
         a for name, dims in entry.input_shapes.items() for a in ("--input-shape", f"{name}={','.join(map(str, dims))}")
     ]
-    optimized, error, row["optimize_seconds"] = _taso(
+    optimized, error, row["optimize_seconds"] = taso_json(
         "optimize", str(path), "-o", str(work / f"{entry.name}.taso.onnx"), *shapes
     )
     row["optimize_ok"] = bool(optimized and optimized["check"]["ok"])
     row["rewrites"] = sum(a["count"] for a in optimized["rules_applied"]) if optimized else None
     row["optimize_error"] = error
     out = work / f"{entry.name}.cpu"
-    compiled, error, row["compile_seconds"] = _taso("compile", str(path), "-o", str(out), *shapes)
+    compiled, error, row["compile_seconds"] = taso_json("compile", str(path), "-o", str(out), *shapes)
     row["compile_error"] = error
     row["fallback_nodes"] = compiled["fallback_nodes"] if compiled else None
     row["compile_max_rel_error"] = compiled["check"]["max_rel_error"] if compiled else None
-    ran, error, _ = _taso("run", str(out), "--check") if compiled else (None, "not compiled", 0.0)
+    ran, error, _ = taso_json("run", str(out), "--check") if compiled else (None, "not compiled", 0.0)
     row["run_check_ok"] = bool(ran and ran["check"]["ok"])
     row["run_max_rel_error"] = ran["check"]["max_rel_error"] if ran else None
     row["run_error"] = error

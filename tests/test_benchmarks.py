@@ -10,6 +10,7 @@ import pytest
 from benchmarks import (
     codegen_kernels,
     compile_suite,
+    corpus_optimize,
     corpus_speed,
     optimize_suite,
     roofline,
@@ -92,6 +93,20 @@ def test_corpus_speed_times_real_exports_against_ort(tmp_path: Path) -> None:
     for r in rows.values():
         assert r["max_rel_error"] <= 1e-4 and r["ms"][1]["ours"] > 0 and r["ms"][1]["ort"] > 0 and r["speedup"][1] > 0
     assert doc["geomean"][1] > 0 and "| lstm_torch_op9 |" in (tmp_path / "corpus_speed.md").read_text()
+
+
+def test_corpus_optimize_runs_taso_optimize_on_real_exports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An export whose branches share an input (rewritten, then timed against it) and one with nothing
+    to rewrite (written as it came), each through `taso optimize` as its own process."""
+    monkeypatch.setenv("TASO_CACHE_DIR", str(tmp_path / "cache"))
+    doc = corpus_optimize.main(["--models", "inception_torch_op13,mlp_dropout_bn_torch_op13", "--threads", "1",
+                                "--out", str(tmp_path)])
+    rows = {r["model"]: r for r in doc["rows"]}
+    assert all(r["check_ok"] and r["search_seconds"] > 0 for r in rows.values())
+    assert rows["inception_torch_op13"]["regions"] > 0 and rows["mlp_dropout_bn_torch_op13"]["kept"] == "as it came"
+    changed = [r for r in rows.values() if r["kept"] == "optimized"]
+    assert doc["summary"]["changed"] == len(changed) and all(r["speedup"] > 0 for r in changed)
+    assert doc["cache"] == "kept" and "| inception_torch_op13 |" in (tmp_path / "corpus_optimize.md").read_text()
 
 
 @pytest.mark.slow  # measures the machine's peak and bandwidth at each thread count first (about 30 s)
