@@ -96,17 +96,21 @@ def test_corpus_speed_times_real_exports_against_ort(tmp_path: Path) -> None:
 
 
 def test_corpus_optimize_runs_taso_optimize_on_real_exports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An export whose branches share an input (rewritten, then timed against it) and one with nothing
-    to rewrite (written as it came), each through `taso optimize` as its own process."""
+    """Two exports through `taso optimize` as their own processes. What is rewritten depends on the
+    operator timings (mlp_dropout_bn_torch_op13 was rewritten under one test run's load and not under
+    another), so each row is checked for consistency: a search that changed nothing is written as it came,
+    and only a written rewrite has a speedup."""
     monkeypatch.setenv("TASO_CACHE_DIR", str(tmp_path / "cache"))
-    doc = corpus_optimize.main(["--models", "inception_torch_op13,mlp_dropout_bn_torch_op13", "--threads", "1",
+    doc = corpus_optimize.main(["--models", "inception_torch_op13,upsample_torch_op9", "--threads", "1",
                                 "--out", str(tmp_path)])
     rows = {r["model"]: r for r in doc["rows"]}
-    assert all(r["check_ok"] and r["search_seconds"] > 0 for r in rows.values())
-    assert rows["inception_torch_op13"]["regions"] > 0 and rows["mlp_dropout_bn_torch_op13"]["kept"] == "as it came"
-    changed = [r for r in rows.values() if r["kept"] == "optimized"]
-    assert doc["summary"]["changed"] == len(changed) and all(r["speedup"] > 0 for r in changed)
-    assert doc["cache"] == "kept" and "| inception_torch_op13 |" in (tmp_path / "corpus_optimize.md").read_text()
+    assert set(rows) == {"inception_torch_op13", "upsample_torch_op9"}
+    for r in rows.values():
+        assert r["check_ok"] and r["search_seconds"] > 0 and r["enodes"] > 0
+        assert r["kept"] in ("as it came", "original", "optimized") and (r["regions"] > 0 or r["kept"] == "as it came")
+        assert (r["speedup"] is not None) == (r["kept"] == "optimized") and (r["speedup"] or 1.0) > 0
+    assert doc["summary"]["changed"] == sum(r["kept"] == "optimized" for r in rows.values())
+    assert doc["cache"] == "kept" and "| upsample_torch_op9 |" in (tmp_path / "corpus_optimize.md").read_text()
 
 
 @pytest.mark.slow  # measures the machine's peak and bandwidth at each thread count first (about 30 s)
