@@ -255,11 +255,11 @@ class Graph:
         return len(dead)
 
     def cut(self, nodes: Sequence[Node], inputs: Sequence[tuple[str, TensorType]], outputs: Sequence[Ref],
-            name: str) -> Graph:
+            name: str, output_names: Sequence[str] | None = None) -> Graph:
         """`nodes` (in topological order) as a graph of their own: `inputs` (tensor name and type) as its
         inputs, every other tensor they read from outside is a weight copied in, and `outputs` end it
-        under their names here. ONNX Runtime runs a part of a model this way (a fallback region, a
-        rewrite with its neighbours)."""
+        under their names here, or `output_names`. ONNX Runtime runs a part of a model this way (a
+        fallback region, a rewrite with its neighbours)."""
         sub = Graph(name)
         by_name = {n: sub.add_input(n, t) for n, t in inputs}
         refs: dict[Ref, Ref] = {}
@@ -270,7 +270,7 @@ class Graph:
                     refs[r] = by_name[self.name_of(r)] if value is None else sub.add_weight(value, self.name_of(r))
             new = sub.add_node(node.op, [refs[r] for r in node.inputs], node.attrs, node.types, node.names)
             refs.update(zip(node.outputs, new.outputs))
-        sub.set_outputs([refs[r] for r in outputs], [self.name_of(r) for r in outputs])
+        sub.set_outputs([refs[r] for r in outputs], list(output_names or [self.name_of(r) for r in outputs]))
         return sub
 
     def copy(self) -> Graph:

@@ -148,9 +148,12 @@ def _cut(g: Graph, nodes: list[Node], inputs: list[tuple[str, TensorType]], live
     rest of `g` reads, or that are outputs of `g`."""
     made = {n.id for n in nodes}
     read_outside = {r for n in g.nodes.values() if n.id in live and n.id not in made for r in n.inputs}
-    ends = [r for n in nodes for r in n.outputs if r in read_outside or r in g.outputs]
-    # the model's outputs in its order, then the rest by name: the two sides' outputs then correspond
-    ends.sort(key=lambda r: (0, g.outputs.index(r), "") if r in g.outputs else (1, 0, g.name_of(r)))
+    # the model's outputs in its order, each under the model's name for it (a rewrite may make two of
+    # them one tensor: `relu(x)` and `transpose(transpose(relu(x)))`), then the rest by tensor name:
+    # the two sides' outputs then correspond one to one
+    ends = [(r, name) for r, name in zip(g.outputs, g.output_names, strict=True) if r.node in made]
+    ends += sorted(((r, g.name_of(r)) for n in nodes for r in n.outputs if r in read_outside and r not in g.outputs),
+                   key=lambda end: end[1])
     if not ends:
         raise GraphError("the region computes nothing the rest of the model reads")
-    return g.cut(nodes, inputs, ends, f"{g.name}_context")
+    return g.cut(nodes, inputs, [r for r, _ in ends], f"{g.name}_context", [name for _, name in ends])
