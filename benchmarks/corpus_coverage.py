@@ -34,6 +34,17 @@ from tests.corpus.analysis import imported_nodes
 TORCH = [e for e in CORPUS if e.needs_torch]
 
 
+def torch_entries(models: str) -> list[CorpusModel]:
+    """The torch exports `models` names (comma-separated; every one when empty); SystemExit for a name
+    that is none of them."""
+    by_name = {e.name: e for e in TORCH}
+    names = [n for n in models.split(",") if n] or list(by_name)
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise SystemExit(f"unknown torch corpus model {unknown[0]!r}; valid: {', '.join(by_name)}")
+    return [by_name[n] for n in names]
+
+
 def taso_json(*args: str) -> tuple[dict[str, Any] | None, str, float]:
     """One `taso` command with --json: (its report, or None and the error's last line; seconds)."""
     started = time.perf_counter()
@@ -132,16 +143,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--models", default="", help="comma-separated corpus names (default: every torch entry)")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = ap.parse_args(argv)
-    by_name = {e.name: e for e in TORCH}
-    names = [n for n in args.models.split(",") if n] or list(by_name)
-    unknown = [n for n in names if n not in by_name]
-    if unknown:
-        raise SystemExit(f"unknown torch corpus model {unknown[0]!r}; valid: {', '.join(by_name)}")
+    entries = torch_entries(args.models)
     doc: dict[str, Any] = {"cpu": lscpu_model(), "cores": os.cpu_count(), "rows": []}
     print(f"CPU: {doc['cpu']} ({doc['cores']} cores)", flush=True)
     with tempfile.TemporaryDirectory(prefix="taso-corpus-coverage-") as tmp:
-        for name in names:
-            row = run_entry(by_name[name], Path(tmp))
+        for entry in entries:
+            name = entry.name
+            row = run_entry(entry, Path(tmp))
             doc["rows"].append(row)
             print(
                 f"{name}: {row['in_algebra']}/{row['nodes']} in the algebra, optimize "

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.compile_suite import geomean
-from benchmarks.corpus_coverage import TORCH, taso_json
+from benchmarks.corpus_coverage import taso_json, torch_entries
 from benchmarks.machine_info import header, identify
 from taso_py.atomic import write_json, write_text
 from tests.corpus import CorpusModel, save
@@ -86,21 +86,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="ORT threads (default: all cores)")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = ap.parse_args(argv)
-    by_name = {e.name: e for e in TORCH}
-    names = [n for n in args.models.split(",") if n] or list(by_name)
-    unknown = [n for n in names if n not in by_name]
-    if unknown:
-        raise SystemExit(f"unknown torch corpus model {unknown[0]!r}; valid: {', '.join(by_name)}")
+    entries = torch_entries(args.models)
     with tempfile.TemporaryDirectory(prefix="taso-corpus-optimize-") as tmp:
         cache = os.environ.setdefault("TASO_CACHE_DIR", str(Path(tmp) / "cache"))
         doc: dict[str, Any] = {"machine": identify(), "threads": args.threads,
                                "cache": "kept" if cache != str(Path(tmp) / "cache") else "empty at the start",
                                "rows": []}
         print(header(doc["machine"]), flush=True)
-        for name in names:
-            row = run_entry(by_name[name], Path(tmp), args.threads)
+        for entry in entries:
+            row = run_entry(entry, Path(tmp), args.threads)
             doc["rows"].append(row)
-            print(f"{name}: " + (f"failed: {row['error']}" if "error" in row else
+            print(f"{entry.name}: " + (f"failed: {row['error']}" if "error" in row else
                                  f"search {row['search_seconds']:.1f} s, wall {row['wall_seconds']:.1f} s, "
                                  f"{row['regions']} regions, written {row['kept']}"
                                  + (f" ({row['speedup']:.3f}x)" if row["speedup"] is not None else "")), flush=True)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.compile_suite import geomean, paired_ratio, samples_in_turn, taso_compile
+from benchmarks.corpus_coverage import torch_entries
 from benchmarks.machine_info import identify
 from taso_py.atomic import write_json, write_text
 from tests.corpus import CORPUS, save
@@ -83,10 +84,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = ap.parse_args(argv)
-    names = [n for n in args.models.split(",") if n] or list(TORCH)
-    unknown = [n for n in names if n not in TORCH]
-    if unknown:
-        raise SystemExit(f"unknown torch corpus model {unknown[0]!r}; valid: {', '.join(TORCH)}")
+    names = [e.name for e in torch_entries(args.models)]
     threads = [int(t) for t in args.threads.split(",")]
     doc: dict[str, Any] = {"machine": identify(), "threads": threads, "rows": []}
     print(f"CPU: {doc['machine']['cpu']} ({doc['machine']['cores']} cores)", flush=True)
