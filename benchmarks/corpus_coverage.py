@@ -45,11 +45,13 @@ def torch_entries(models: str) -> list[CorpusModel]:
     return [by_name[n] for n in names]
 
 
-def taso_json(*args: str) -> tuple[dict[str, Any] | None, str, float]:
-    """One `taso` command with --json: (its report, or None and the error's last line; seconds)."""
+def taso_json(*args: str, env: dict[str, str] | None = None) -> tuple[dict[str, Any] | None, str, float]:
+    """One `taso` command with --json (`env`: variables set for it alone): (its report, or None and the
+    error's last line; seconds)."""
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "taso_py", *args, "--json"], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "taso_py", *args, "--json"], capture_output=True, text=True, check=False,
+        env={**os.environ, **(env or {})},
     )
     seconds = round(time.perf_counter() - started, 1)
     if done.returncode != 0:

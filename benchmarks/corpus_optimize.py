@@ -31,11 +31,11 @@ from tests.corpus import CorpusModel, save
 SLOWER = 0.99  # a written model below this speedup over its input counts as slower (issue 21's bar)
 
 
-def run_entry(entry: CorpusModel, work: Path, threads: int) -> dict[str, Any]:
+def run_entry(entry: CorpusModel, work: Path, threads: int, env: dict[str, str]) -> dict[str, Any]:
     path = save(entry.build(), work / f"{entry.name}.onnx", external_data=entry.external_data)
     shapes = [a for k, dims in entry.input_shapes.items() for a in ("--input-shape", f"{k}={','.join(map(str, dims))}")]
     report, error, seconds = taso_json("optimize", str(path), "-o", str(work / f"{entry.name}.taso.onnx"),
-                                       "--threads", str(threads), *shapes)
+                                       "--threads", str(threads), *shapes, env=env)
     row: dict[str, Any] = {"model": entry.name, "wall_seconds": seconds}
     if report is None:
         return {**row, "error": error}
@@ -87,14 +87,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = ap.parse_args(argv)
     entries = torch_entries(args.models)
+    kept = "TASO_CACHE_DIR" in os.environ
     with tempfile.TemporaryDirectory(prefix="taso-corpus-optimize-") as tmp:
-        cache = os.environ.setdefault("TASO_CACHE_DIR", str(Path(tmp) / "cache"))
+        # the commands' own cache, shared by them and gone with them, unless the caller names one
+        env = {} if kept else {"TASO_CACHE_DIR": str(Path(tmp) / "cache")}
         doc: dict[str, Any] = {"machine": identify(), "threads": args.threads,
-                               "cache": "kept" if cache != str(Path(tmp) / "cache") else "empty at the start",
-                               "rows": []}
+                               "cache": "kept" if kept else "empty at the start", "rows": []}
         print(header(doc["machine"]), flush=True)
         for entry in entries:
-            row = run_entry(entry, Path(tmp), args.threads)
+            row = run_entry(entry, Path(tmp), args.threads, env)
             doc["rows"].append(row)
             print(f"{entry.name}: " + (f"failed: {row['error']}" if "error" in row else
                                  f"search {row['search_seconds']:.1f} s, wall {row['wall_seconds']:.1f} s, "
