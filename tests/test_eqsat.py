@@ -82,7 +82,7 @@ def _round_trip(index: int) -> None:
     try:
         _, tensors = eqsat._load(eg, g)
         pattern = eqsat.compile_rule(0, rule)
-        eg.add_query(pattern.name, pattern.columns, pattern.sorts, pattern.atoms, merge=len(rule.src) > 1)
+        eg.add_query(pattern.name, pattern.columns, pattern.sorts, pattern.atoms, pattern.merge)
         eg.flush()
         eg.match(merges=True)
         snap = eg.snapshot()
@@ -176,7 +176,7 @@ def test_a_snapshot_holds_the_matches_found_since_the_last_one():
     try:
         _, tensors = eqsat._load(eg, g)
         p = eqsat.compile_rule(0, rule)
-        eg.add_query(p.name, p.columns, p.sorts, p.atoms)
+        eg.add_query(p.name, p.columns, p.sorts, p.atoms, skip=[p.columns.index(p.roots[0])])
         eg.flush()
         eg.match(merges=False)
         first = eg.snapshot().rows[p.name]
@@ -189,9 +189,36 @@ def test_a_snapshot_holds_the_matches_found_since_the_last_one():
             relus.append(eg.node("relu", eg.intern("relu", None), [product], [t]))
         eg.flush()
         eg.match(merges=False)
-        root = p.columns.index(p.roots[0])
-        rows = eg.snapshot({p.name: [root]}, [relus[0]]).rows[p.name]  # the new products' matches
+        rows = eg.snapshot([relus[0]]).rows[p.name]  # the new products' matches
         assert len(rows) == 1  # but the one whose root is skipped, left out before it is read
+    finally:
+        eg.close()
+
+
+def test_queries_sharing_a_relation_read_back_their_own_matches():
+    """Queries whose columns have the same sorts share one egglog relation: each still reads back
+    only its own matches, in its own column order, also when its skipped columns come first there."""
+    g, r = _graph({"k1": (16, 8)}, {"x": (4, 16)})
+    (m,) = g.add("matmul", [r["x"], r["k1"]])
+    g.set_outputs([g.add("relu", [m])[0], g.add("tanh", [m])[0]], ["y", "z"])
+    eg = EGraph(4)
+    try:
+        _, tensors = eqsat._load(eg, g)
+        found = {}
+        sources = ("relu(matmul(a, b))", "tanh(matmul(a, b))", "tanh(matmul(b, a))")
+        for i, text in enumerate(f"{src} == {src}" for src in sources):
+            p = eqsat.compile_rule(i, parse_rule(text))
+            eg.add_query(p.name, p.columns, p.sorts, p.atoms, skip=[p.columns.index("v_b")] if i == 2 else [])
+            found[p.name] = p
+        assert len(eg._relations) == 2  # the first two share theirs: the third's skipped column leads
+        eg.flush()
+        eg.match(merges=False)
+        snap = eg.snapshot()
+        y, z, x, k1 = (snap.class_of[tensors[ref]] for ref in (*g.outputs, r["x"], r["k1"]))
+        for name, p in found.items():
+            (row,) = [dict(zip(p.columns, values)) for values in snap.rows[name]]
+            assert row[p.roots[0]] == (y if name == "M0" else z)
+            assert (row["v_a"], row["v_b"]) == ((x, k1) if name != "M2" else (k1, x))
     finally:
         eg.close()
 
@@ -205,9 +232,7 @@ def test_merges_are_found_and_paid_for_only_by_the_exact_extraction():
     eg = EGraph(4)
     try:
         _, tensors = eqsat._load(eg, g)
-        patterns = [eqsat.compile_rule(i, rule) for i, rule in enumerate(RULES)]
-        for p in patterns:
-            eg.add_query(p.name, p.columns, p.sorts, p.atoms, merge=len(RULES[p.rule].src) > 1)
+        patterns = eqsat.declare(eg, RULES)
         saturation = eqsat._Saturation(eg, RULES, patterns)
         for _ in range(3):
             eg.flush()
@@ -264,9 +289,7 @@ def _merged_subsets(g: Graph) -> Counter:
     eg = EGraph(4)
     try:
         eqsat._load(eg, g)
-        patterns = [eqsat.compile_rule(i, rule) for i, rule in enumerate(RULES)]
-        for p in patterns:
-            eg.add_query(p.name, p.columns, p.sorts, p.atoms, merge=len(RULES[p.rule].src) > 1)
+        patterns = eqsat.declare(eg, RULES)
         saturation = eqsat._Saturation(eg, RULES, patterns)
         for i in range(EqsatSettings().iterations):
             eg.flush()

@@ -52,6 +52,16 @@ class Snapshot:
         return sum(len(v) for v in self.nodes.values())
 
 
+@dataclass(frozen=True)
+class _Query:
+    """A match query's relation, its id there (a row's first value), and where each of its columns is
+    in the relation's rows."""
+
+    relation: str
+    id: int
+    columns: tuple[int, ...]
+
+
 class EGraph:
     """An egglog e-graph of tensor programs, with the Python side's tables keyed by handle."""
 
@@ -65,7 +75,9 @@ class EGraph:
         self.defs: dict[int, ENode] = {}  # handle -> how it was made (children as handles)
         self._pending: dict[str, list[tuple[Any, ...]]] = {}
         self._next = 0
-        self._queries: list[str] = []  # match relations
+        self._queries: dict[str, _Query] = {}
+        # match relations, shared by the queries whose columns (the skipped first) have the same sorts
+        self._relations: dict[tuple[tuple[str, ...], int], str] = {}  # (sorts, skipped columns) -> relation
         self._tmp = tempfile.TemporaryDirectory(prefix="taso-eqsat-")
         ctors = " ".join(f"(A{n} String i64{' T' * n})" for n in range(max_arity + 1))
         load = "\n".join(
@@ -151,14 +163,28 @@ class EGraph:
     # ---- rules and matches ----------------------------------------------------------------
 
     def add_query(self, name: str, columns: Sequence[str], sorts: Sequence[str], atoms: Iterable[str],
-                  merge: bool = False) -> None:
-        """A match relation `name` filled by a rule whose body is `atoms` (egglog patterns); `merge`
-        puts it in the ruleset of multi-output rules, which `match` runs only when asked."""
-        self._queries.append(name)
-        row = f"({name} {' '.join(columns)})"
-        self._run(f"(relation {name} ({' '.join(sorts)}))\n"
-                  f"(rule ({' '.join(atoms)}) ({row}) :ruleset {'merge' if merge else 'match'})\n"
-                  f"(rule ({row}) ((delete {row})) :ruleset clear)")
+                  merge: bool = False, skip: Sequence[int] = ()) -> None:
+        """Matches of the rule body `atoms` (egglog patterns), read back as `Snapshot.rows[name]`; `merge`
+        puts the rule in the ruleset of multi-output rules, which `match` runs only when asked; `skip`
+        names the columns whose classes `snapshot` may leave out.
+
+        Queries share a relation when their columns, `skip`'s first, have the same sorts; a row's
+        first value names its query. Egglog's cost of a command grows with the relations declared: a
+        relation each, declaring the 1,997 queries of the `--max-ops 4` library on NasRNN took 2.3 s,
+        1.2 ms a query at the end."""
+        order = [*skip, *(i for i in range(len(columns)) if i not in skip)]
+        key = (tuple(sorts[i] for i in order), len(skip))
+        relation = self._relations.get(key)
+        declare = ""
+        if relation is None:
+            relation = self._relations[key] = f"Q{len(self._relations)}"
+            values = " ".join(f"x{i}" for i in range(len(order) + 1))
+            declare = (f"(relation {relation} (i64 {' '.join(key[0])}))\n"
+                       f"(rule (({relation} {values})) ((delete ({relation} {values}))) :ruleset clear)\n")
+        query = _Query(relation, len(self._queries), tuple(order.index(i) + 1 for i in range(len(order))))
+        self._queries[name] = query
+        head = f"({relation} {query.id} {' '.join(columns[i] for i in order)})"
+        self._run(f"{declare}(rule ({' '.join(atoms)}) ({head}) :ruleset {'merge' if merge else 'match'})")
 
     def add_commutative(self, op: str) -> None:
         self._run(f'(rewrite (A2 "{op}" s a b) (A2 "{op}" s b a) :ruleset comm)')
@@ -171,15 +197,14 @@ class EGraph:
         """How many handles (about how many e-nodes) Python has made."""
         return self._next
 
-    def snapshot(self, skip: Mapping[str, Sequence[int]] | None = None, skipped: Iterable[int] = (),
-                 except_for: Mapping[int, str] | None = None) -> Snapshot:
+    def snapshot(self, skipped: Iterable[int] = (), except_for: Mapping[int, str] | None = None) -> Snapshot:
         """The e-graph and the matches found since the last snapshot, with egglog's values renamed to
         small ints. The match relations are emptied once read: egglog's semi-naive evaluation finds
         a match again only when a new fact takes part in it, and reading every earlier match back
         each iteration was most of a snapshot's time (NasRNN: 500,000 rows a snapshot). Rows of
-        relation `name` whose columns `skip[name]` hold a class with a handle in `skipped` are left
-        out before they are converted (NasRNN's second iteration: 145,000 of 150,000 merge rows),
-        unless `except_for` maps that handle to a relation other than `name`."""
+        query `name` whose `skip` columns (`add_query`) hold a class with a handle in `skipped` are
+        left out before they are converted (NasRNN's second iteration: 145,000 of 150,000 merge rows),
+        unless `except_for` maps that handle to a query other than `name`."""
         frozen = self.egg.freeze().functions
         ids: dict[Any, int] = {}
 
@@ -205,14 +230,25 @@ class EGraph:
                 snap.nodes.setdefault(cls(r.output), []).append(node)
         for r in frozen["P"].rows:
             snap.nodes.setdefault(cls(r.output), []).append(ENode("P", -1, (cls(r.inputs[0]),), to_int(r.inputs[1])))
-        for name in self._queries:
-            tensor = [s == "T" for s in frozen[name].input_sorts]
-            rows = frozen[name].rows
-            columns = (skip or {}).get(name)
-            if columns and excluded:
-                blocked = excluded.difference(v for v, by in maker.items() if by != name)
-                rows = [r for r in rows if blocked.isdisjoint([r.inputs[i] for i in columns])]
-            snap.rows[name] = [tuple([cls(v) if t else to_int(v) for v, t in zip(r.inputs, tensor)]) for r in rows]
+        exempt = set(maker)
+        always = excluded - exempt  # skipped whichever query the row is of
+        queries: dict[str, list[tuple[str, _Query]]] = {}
+        for name, q in self._queries.items():
+            queries.setdefault(q.relation, []).append((name, q))
+        for (sorts, skips), relation in self._relations.items():
+            rows = [r.inputs for r in frozen[relation].rows]
+            if skips and always:
+                rows = [r for r in rows if always.isdisjoint(r[1:skips + 1])]
+            by_query: dict[int, list[list[Any]]] = {}
+            for values in rows:
+                by_query.setdefault(to_int(values[0]), []).append(values)
+            tensor = [False, *(s == "T" for s in sorts)]
+            for name, q in queries.get(relation, ()):
+                mine = by_query.get(q.id, [])
+                if skips and excluded & exempt:
+                    blocked = excluded.difference(v for v, by in maker.items() if by != name)
+                    mine = [r for r in mine if blocked.isdisjoint(r[1:skips + 1])]
+                snap.rows[name] = [tuple([cls(r[i]) if tensor[i] else to_int(r[i]) for i in q.columns]) for r in mine]
         self._run("(run clear 1)")
         return snap
 

@@ -60,6 +60,15 @@ class _Pattern:
     # the merged operator reads the same classes (its class may hold other e-nodes, over others)
     shared: list[str] = field(default_factory=list)
 
+    @property
+    def merge(self) -> bool:
+        """A multi-output rule's source: egglog joins its terms, and `_Saturation._chain` grows its merges."""
+        return len(self.roots) > 1
+
+    @property
+    def root_columns(self) -> list[int]:
+        return [self.columns.index(r) for r in self.roots]
+
     def column(self, name: str, sort: str) -> str:
         if name not in self.columns:
             self.columns.append(name)
@@ -199,13 +208,7 @@ def _round(graph: Graph, cost0: float, rules: Sequence[Rule], model: CostModel, 
     eg = EGraph(arity)
     try:
         loaded, tensors = _load(eg, graph)
-        # a bare variable as a source matches every class (the matcher skips such rules too)
-        patterns = [compile_rule(i, r) for i, r in enumerate(rules) if not any(isinstance(t, Var) for t in r.src)]
-        for p in patterns:
-            eg.add_query(p.name, p.columns, p.sorts, p.atoms, merge=len(rules[p.rule].src) > 1)
-        for op in ops.OPS.values():
-            if op.commutative and op.algebra:
-                eg.add_commutative(op.name)
+        patterns = declare(eg, rules)
         saturation = _Saturation(eg, rules, patterns)
         stopped = "saturated"
         iterations = 0
@@ -240,6 +243,18 @@ def _round(graph: Graph, cost0: float, rules: Sequence[Rule], model: CostModel, 
         eg.close()
     return Outcome(best.graph, best.cost, cost0, [saturation.origin[h] for h in best.handles if h in saturation.origin],
                    expanded=iterations, generated=snap.size, stopped=stopped, matches=saturation.matches)
+
+
+def declare(eg: EGraph, rules: Sequence[Rule]) -> list[_Pattern]:
+    """Each rule's source as an egglog query of `eg`, and the commutative operators' swaps; the patterns."""
+    # a bare variable as a source matches every class (the matcher skips such rules too)
+    patterns = [compile_rule(i, r) for i, r in enumerate(rules) if not any(isinstance(t, Var) for t in r.src)]
+    for p in patterns:  # a merge of operators merges made is skipped (`_Saturation.snapshot`)
+        eg.add_query(p.name, p.columns, p.sorts, p.atoms, p.merge, p.root_columns if p.merge else [])
+    for op in ops.OPS.values():
+        if op.commutative and op.algebra:
+            eg.add_commutative(op.name)
+    return patterns
 
 
 def _refine(graph: Graph, best: Extraction, judge: Judge, eg: EGraph, snap: Snapshot, loaded: dict[int, int],
@@ -296,16 +311,14 @@ class _Saturation:
         self.done: set[tuple] = set()
         self.origin: dict[int, int] = {}  # handle of a node a rewrite made -> rule index
         self.merged: set[int] = set()  # handles of the nodes multi-output rules (merges) made
-        self.merge_roots = {p.name: [p.columns.index(r) for r in p.roots] for p in patterns
-                            if len(rules[p.rule].src) > 1}  # a merge pattern's columns of its roots
-        self.finals: dict[int, str] = {}  # handles of a chain's last merge -> the relation that made it
+        self.finals: dict[int, str] = {}  # handles of a chain's last merge -> the query that made it
         self.matches = 0
 
     def snapshot(self) -> Snapshot:
         """The e-graph and its new matches, but no merge of an operator a merge made, except a chain's
         last merge by the other merge rules: `_chain` grows merges, and the next round merges what
         they made (see `search`); those rows are left out before egglog's values are converted."""
-        return self.eg.snapshot(self.merge_roots, self.merged, self.finals)
+        return self.eg.snapshot(self.merged, self.finals)
 
     def step(self, snap: Snapshot, node_limit: int) -> bool:
         """Apply every match of `snap` (from `snapshot`) not applied yet, until the e-graph would
@@ -325,7 +338,7 @@ class _Saturation:
                 if built is not None:
                     added = True
                     pairs.append((row, built))
-            if pairs and p.name in self.merge_roots:
+            if pairs and p.merge:
                 added = self._chain(p, pairs, snap, const, node_limit) or added
         return added
 
@@ -337,7 +350,7 @@ class _Saturation:
         A group is the partners of its first sibling in this snapshot's merges; the n-way merge costs
         n - 1 applications, where merging merged operators in the e-graph made every subset. The
         group's merge is recorded in `finals`, for the other merge rules to merge in later iterations."""
-        first, second = (p.columns.index(r) for r in p.roots)
+        first, second = p.root_columns
         rank = snap.handle
         partners: dict[int, list[tuple[tuple[int, ...], _Builder]]] = {}
         for row, built in pairs:
