@@ -129,7 +129,7 @@ def test_both_extractors_on_a_hand_made_cyclic_egraph():
     x, f, gg, h = ENode("input", 0, ()), ENode("f", 0, (1,)), ENode("g", 0, (0,)), ENode("h", 0, (1,))
     snap = Snapshot({}, {}, {0: [f, x], 1: [gg], 2: [h]})
     cost = {(0, x): 0.0, (0, f): 0.0, (1, gg): 1.0, (2, h): 1.0}
-    for choice in (greedy(snap, cost), ilp(break_cycles(snap.nodes, [2], {}), cost, [2], 5.0)):
+    for choice in (greedy(snap.nodes, cost), ilp(break_cycles(snap.nodes, [2], {}), cost, [2], 5.0)):
         assert choice is not None and choice[0] == x and choice[1] == gg and choice[2] == h
 
 
@@ -241,7 +241,7 @@ def test_merges_are_found_and_paid_for_only_by_the_exact_extraction():
             saturation.step(snap, 10_000)
         cost = _node_costs(eg, snap, constant_classes(eg, snap), OpCount())
         roots = [snap.class_of[tensors[ref]] for ref in outs]
-        tree = greedy(snap, cost)
+        tree = greedy(snap.nodes, cost)
         exact = ilp(break_cycles(snap.nodes, roots, ages(eg, snap)), cost, roots, 5.0)
         assert _dag_cost(tree, cost, roots) == pytest.approx(2.0)
         assert exact is not None and _dag_cost(exact, cost, roots) == pytest.approx(1.1)

@@ -88,9 +88,13 @@ def extract(graph: Graph, eg: EGraph, snap: Snapshot, loaded: Mapping[int, int],
             best = Extraction(g, c, [made[key] for key in used.values() if key in made], used)
 
     started = time.perf_counter()
-    consider(greedy(snap, cost))
+    consider(greedy(snap.nodes, cost))
     building = time.perf_counter() - started
     acyclic = break_cycles(snap.nodes, outputs, age)
+    # Greedy again over what the outputs reach once cycles are broken: tree cost ties often (a sum
+    # reassociated), a graph's cost depends on which of the tied e-nodes it shares, and this order
+    # ties otherwise (on a BERT export 0.2136 against 0.2276 and the original's 0.2235)
+    consider(greedy({c: acyclic[c] for c in _reachable(acyclic, outputs)}, cost))
     left = deadline - time.perf_counter() - building - ILP_MARGIN_SECONDS
     consider(ilp(acyclic, cost, outputs, max(left, MIN_ILP_SECONDS)))
     if best is None:
@@ -151,14 +155,14 @@ def _node_costs(eg: EGraph, snap: Snapshot, const: set[int], model: CostModel) -
     return out
 
 
-def greedy(snap: Snapshot, cost: Mapping[tuple[int, ENode], float]) -> Choice:
+def greedy(nodes: Mapping[int, list[ENode]], cost: Mapping[tuple[int, ENode], float]) -> Choice:
     """Each class's cheapest e-node by tree cost, settled in increasing cost (acyclic by construction)."""
     waiting: dict[int, list[tuple[int, ENode]]] = {}  # class -> nodes that read it
     missing: dict[tuple[int, ENode], int] = {}
     heap: list[tuple[float, int, int, ENode]] = []
     tie = 0
-    for c, nodes in snap.nodes.items():
-        for n in nodes:
+    for c, members in nodes.items():
+        for n in members:
             kids = set(n.children)
             if c in kids:
                 continue  # a node that reads its own class is never part of a graph
