@@ -17,7 +17,8 @@ class EqsatSettings:
     merge_iterations: int = 2
     timeout: float = 5.0  # seconds of the whole search, saturation and extraction, over all rounds
     rounds: int = 4  # saturations, each of the graph the last one extracted (see `search.eqsat.search`)
-    # of `timeout`, what saturation may take: an iteration starts only if it should end within it.
+    # of `timeout`, what saturation may take: an iteration starts only if it should end within it
+    # (the merge iterations' matches are applied if they should end within `timeout` itself).
     # NasRNN saturates in 1.8 s, and its exact extraction needs 1.5 s to find its merges; a 70-node
     # LSTM cell took 3.6 s to saturate, its last iteration 1.75 s (the one before 0.4 s), and 10 s in all
     saturation_share: float = 0.5
