@@ -343,10 +343,10 @@ def test_a_round_starts_only_when_the_time_left_fits_another(monkeypatch):
     assert len(best.history) == 2 and best.stopped == "timeout" and best.seconds < 1.0
 
 def test_saturation_leaves_the_extraction_its_share_of_the_bound(monkeypatch):
-    """Iterations of 0.2 s under a 1 s bound, half of it saturation's: the two merge iterations' matches
-    are applied (each guessed to end within the bound itself), then the next is guessed to end at
-    0.4 + 2 * 0.2 s, past 0.5 s, so saturation stops and the extraction has the rest (it used to start
-    iterations until the bound itself had passed)."""
+    """Iterations of 0.2 s under a 2 s bound, a quarter of it saturation's: the two merge iterations'
+    matches are applied (each guessed to end within the bound itself), then the next is guessed to end
+    at 0.4 + 2 * 0.2 s, past 0.5 s, so saturation stops and the extraction has the rest (it used to
+    start iterations until the bound itself had passed)."""
     g, r = _graph({"w": (8, 8)}, {"x": (2, 8)})
     g.set_outputs([g.add("relu", [g.add("matmul", [r["x"], r["w"]])[0]])[0]], ["y"])
 
@@ -355,8 +355,8 @@ def test_saturation_leaves_the_extraction_its_share_of_the_bound(monkeypatch):
         return True
 
     monkeypatch.setattr(eqsat._Saturation, "step", step)
-    best = eqsat.search(g, RULES, OpCount(), EqsatSettings(timeout=1.0, saturation_share=0.5, rounds=1))
-    assert best.stopped == "timeout" and best.expanded == EqsatSettings().merge_iterations and best.seconds < 1.0
+    best = eqsat.search(g, RULES, OpCount(), EqsatSettings(timeout=2.0, saturation_share=0.25, rounds=1))
+    assert best.stopped == "timeout" and best.expanded == EqsatSettings().merge_iterations and best.seconds < 2.0
     _same_outputs(g, best.graph)
 
 

@@ -3,14 +3,17 @@
 Two extractors, as in Tensat. Greedy: each class's cheapest e-node by tree cost (the node's cost
 plus its children's), settled cheapest first as in Dijkstra's algorithm, so the choice is acyclic;
 it counts a shared subgraph once per use and so never sees that a merge pays (both projections
-of a merged convolution carry its whole cost). Exact: an integer program (scipy's HiGHS `milp`)
+of a merged convolution carry its whole cost). It runs twice, over the whole e-graph and over the
+classes the outputs reach once cycles are broken: tree costs tie often (a sum reassociated), which
+of the tied e-nodes a graph shares decides its cost, and the two break ties in different orders.
+Exact: an integer program (scipy's HiGHS `milp`)
 over one binary per e-node, the cost of each chosen node counted once, every chosen node's
 children chosen; under a time limit, with the best incumbent kept. It runs on the e-graph with
 its cycles broken first (`break_cycles`, Tensat's cycle filtering done at extraction), so any
 answer is a graph: order variables that forbid cycles inside the program made it too hard for
 HiGHS on NasRNN's e-graph (no solution in 5 s), and cuts added per cycle found converged too
-slowly (the program finds another cycle of the same merge each time). Both graphs are built,
-their nested splits flattened, and priced whole; the cheaper is returned.
+slowly (the program finds another cycle of the same merge each time). The three graphs are built,
+their nested splits flattened, and priced whole; the cheapest is returned.
 
 A node costs nothing when its inputs are all computed from weights (it is folded before the model
 is written), as in `cost.model`; inputs, weights and opaque nodes cost nothing here because every
@@ -91,9 +94,8 @@ def extract(graph: Graph, eg: EGraph, snap: Snapshot, loaded: Mapping[int, int],
     consider(greedy(snap.nodes, cost))
     building = time.perf_counter() - started
     acyclic = break_cycles(snap.nodes, outputs, age)
-    # Greedy again over what the outputs reach once cycles are broken: tree cost ties often (a sum
-    # reassociated), a graph's cost depends on which of the tied e-nodes it shares, and this order
-    # ties otherwise (on a BERT export 0.2136 against 0.2276 and the original's 0.2235)
+    # greedy again over what the outputs reach once cycles are broken, which breaks ties in another
+    # order (a BERT export: 0.2136 against 0.2276, the original 0.2235)
     consider(greedy({c: acyclic[c] for c in _reachable(acyclic, outputs)}, cost))
     left = deadline - time.perf_counter() - building - ILP_MARGIN_SECONDS
     consider(ilp(acyclic, cost, outputs, max(left, MIN_ILP_SECONDS)))
