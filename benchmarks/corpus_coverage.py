@@ -150,11 +150,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"CPU: {doc['cpu']} ({doc['cores']} cores)", flush=True)
     with tempfile.TemporaryDirectory(prefix="taso-corpus-coverage-") as tmp:
         for entry in entries:
-            name = entry.name
             row = run_entry(entry, Path(tmp))
             doc["rows"].append(row)
             print(
-                f"{name}: {row['in_algebra']}/{row['nodes']} in the algebra, optimize "
+                f"{entry.name}: {row['in_algebra']}/{row['nodes']} in the algebra, optimize "
                 f"{'ok' if row['optimize_ok'] else 'FAILED'}, compile fallback {row['fallback_nodes']}, run --check "
                 f"{_error(row['run_max_rel_error']) if row['run_check_ok'] else 'FAILED'}",
                 flush=True,

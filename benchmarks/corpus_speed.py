@@ -28,17 +28,15 @@ from benchmarks.compile_suite import geomean, paired_ratio, samples_in_turn, tas
 from benchmarks.corpus_coverage import torch_entries
 from benchmarks.machine_info import identify
 from taso_py.atomic import write_json, write_text
-from tests.corpus import CORPUS, save
-
-TORCH = {e.name: e for e in CORPUS if e.needs_torch}
+from tests.corpus import CorpusModel, save
 
 
-def time_entry(name: str, work: Path, threads: list[int], runs: int) -> dict[str, Any]:
+def time_entry(entry: CorpusModel, work: Path, threads: list[int], runs: int) -> dict[str, Any]:
     """Compile one corpus export and time it against ORT at each thread count."""
     from taso_py.codegen.runtime import CompiledModel, random_inputs
     from taso_py.ort import session
 
-    entry = TORCH[name]
+    name = entry.name
     path = save(entry.build(), work / f"{name}.onnx", external_data=entry.external_data)
     shapes = [a for k, dims in entry.input_shapes.items() for a in ("--input-shape", f"{k}={','.join(map(str, dims))}")]
     report = taso_compile(path, work / f"{name}.cpu", True, 0, shapes)
@@ -84,15 +82,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = ap.parse_args(argv)
-    names = [e.name for e in torch_entries(args.models)]
+    entries = torch_entries(args.models)
     threads = [int(t) for t in args.threads.split(",")]
     doc: dict[str, Any] = {"machine": identify(), "threads": threads, "rows": []}
     print(f"CPU: {doc['machine']['cpu']} ({doc['machine']['cores']} cores)", flush=True)
     with tempfile.TemporaryDirectory(prefix="taso-corpus-speed-") as tmp:
-        for name in names:
-            row = time_entry(name, Path(tmp), threads, args.runs)
+        for entry in entries:
+            row = time_entry(entry, Path(tmp), threads, args.runs)
             doc["rows"].append(row)
-            print(f"{name}: " + (f"compile failed: {row['error']}" if "error" in row else "  ".join(
+            print(f"{entry.name}: " + (f"compile failed: {row['error']}" if "error" in row else "  ".join(
                 f"{t}t ours {row['ms'][t]['ours']:.3f} ms ORT {row['ms'][t]['ort']:.3f} ms {row['speedup'][t]:.2f}x"
                 for t in threads)), flush=True)
     ok = [r for r in doc["rows"] if "error" not in r]

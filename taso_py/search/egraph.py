@@ -54,10 +54,9 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class _Query:
-    """A match query's relation, its id there (a row's first value), and where each of its columns is
-    in the relation's rows."""
+    """A match query's id in its relation (a row's first value), and where each of its columns is in
+    the relation's rows."""
 
-    relation: str
     id: int
     columns: tuple[int, ...]
 
@@ -75,9 +74,10 @@ class EGraph:
         self.defs: dict[int, ENode] = {}  # handle -> how it was made (children as handles)
         self._pending: dict[str, list[tuple[Any, ...]]] = {}
         self._next = 0
-        self._queries: dict[str, _Query] = {}
-        # match relations, shared by the queries whose columns (the skipped first) have the same sorts
-        self._relations: dict[tuple[tuple[str, ...], int], str] = {}  # (sorts, skipped columns) -> relation
+        # match relations, shared by the queries whose columns (the skipped first) have the same sorts:
+        # (sorts, skipped columns) -> relation, and each relation's queries by name
+        self._relations: dict[tuple[tuple[str, ...], int], str] = {}
+        self._queries: dict[str, dict[str, _Query]] = {}
         self._tmp = tempfile.TemporaryDirectory(prefix="taso-eqsat-")
         ctors = " ".join(f"(A{n} String i64{' T' * n})" for n in range(max_arity + 1))
         load = "\n".join(
@@ -178,11 +178,12 @@ class EGraph:
         declare = ""
         if relation is None:
             relation = self._relations[key] = f"Q{len(self._relations)}"
+            self._queries[relation] = {}
             values = " ".join(f"x{i}" for i in range(len(order) + 1))
             declare = (f"(relation {relation} (i64 {' '.join(key[0])}))\n"
                        f"(rule (({relation} {values})) ((delete ({relation} {values}))) :ruleset clear)\n")
-        query = _Query(relation, len(self._queries), tuple(order.index(i) + 1 for i in range(len(order))))
-        self._queries[name] = query
+        query = _Query(len(self._queries[relation]), tuple(order.index(i) + 1 for i in range(len(order))))
+        self._queries[relation][name] = query
         head = f"({relation} {query.id} {' '.join(columns[i] for i in order)})"
         self._run(f"{declare}(rule ({' '.join(atoms)}) ({head}) :ruleset {'merge' if merge else 'match'})")
 
@@ -232,9 +233,6 @@ class EGraph:
             snap.nodes.setdefault(cls(r.output), []).append(ENode("P", -1, (cls(r.inputs[0]),), to_int(r.inputs[1])))
         exempt = set(maker)
         always = excluded - exempt  # skipped whichever query the row is of
-        queries: dict[str, list[tuple[str, _Query]]] = {}
-        for name, q in self._queries.items():
-            queries.setdefault(q.relation, []).append((name, q))
         for (sorts, skips), relation in self._relations.items():
             rows = [r.inputs for r in frozen[relation].rows]
             if skips and always:
@@ -243,7 +241,7 @@ class EGraph:
             for values in rows:
                 by_query.setdefault(to_int(values[0]), []).append(values)
             tensor = [False, *(s == "T" for s in sorts)]
-            for name, q in queries.get(relation, ()):
+            for name, q in self._queries[relation].items():
                 mine = by_query.get(q.id, [])
                 if skips and excluded & exempt:
                     blocked = excluded.difference(v for v, by in maker.items() if by != name)
