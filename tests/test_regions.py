@@ -18,9 +18,10 @@ from hypothesis import HealthCheck, given, settings
 
 from taso_py.acceptance import InContext, accept
 from taso_py.cost.analytical import Roofline
-from taso_py.cost.context import NOTHING, ContextTimings, Price
+from taso_py.cost.context import MIN_SECONDS, NOTHING, WHOLE_SECONDS, ContextTimings, Price
 from taso_py.errors import GraphError
 from taso_py.graph.evaluate import evaluate
+from taso_py.graph.hashing import structure_hash
 from taso_py.graph.ir import Graph
 from taso_py.graph.regions import Region, apply, diff, in_context, without_unused
 from taso_py.onnx_io import OnnxModel, OnnxOrigin, to_onnx
@@ -242,6 +243,31 @@ def test_context_timings_time_one_structure_once_and_keep_it(tmp_path):
     assert ContextTimings(1, OnnxOrigin(), OpCount(), path).times == {}  # a damaged cache is measured again
 
 
+def test_a_context_that_is_most_of_the_model_is_timed_as_the_whole_model(tmp_path, monkeypatch):
+    """One layer: the merge's context is the whole model, timed with and without it, for longer;
+    three layers: each context is a third of the model, cut out and timed as such."""
+    seconds = []
+
+    def timed(before, after, feeds, threads, runs, min_seconds):
+        seconds.append(min_seconds)
+        return Latency(2.0, 1.0, runs, threads)
+
+    monkeypatch.setattr("taso_py.cost.context.latency", timed)
+    for layers, share in ((1, 1.0), (3, 1 / 3)):
+        start = _merges_between_neighbours(layers)
+        rewritten = backtracking.search(start, RULES, OpCount(), Settings(timeout=10)).graph
+        region = diff(start, rewritten)[0]
+        timings = ContextTimings(1, OnnxOrigin(), OpCount(), tmp_path / f"context{layers}.json")
+        (before, after), got = timings.pair(start, rewritten, region)
+        assert got == pytest.approx(share)
+        whole = (without_unused(start), without_unused(apply(start, rewritten, [region])))
+        cut = in_context(start, whole[1], region)
+        expected = whole if layers == 1 else cut
+        assert [structure_hash(g) for g in (before, after)] == [structure_hash(g) for g in expected]
+        assert timings.region(start, rewritten, region).saved_share == pytest.approx(share * 0.5)
+    assert seconds == [WHOLE_SECONDS, MIN_SECONDS]
+
+
 def test_the_search_extracts_again_without_a_rewrite_slower_in_context(tmp_path, monkeypatch):
     """Equality saturation with `acceptance.InContext` as its judge: every context timed 5x slower
     after the rewrite (ORT's timing replaced here) sends extraction back, first without the merge's
@@ -279,7 +305,7 @@ def test_a_group_slower_in_context_is_reverted_without_timing_the_whole_model(tm
     (region,) = diff(start, rewritten)
     for before_ms, after_ms, timed in ((1.0, 5.0, False), (5.0, 1.0, True)):
         timings = ContextTimings(2, OnnxOrigin(), Roofline())
-        pair = in_context(start, apply(start, rewritten, [region]), region)
+        pair, _ = timings.pair(start, rewritten, region)
         timings.path.write_text(json.dumps({timings.key(*pair): [before_ms, after_ms]}))
         result = accept(OnnxModel(start), start, rewritten, Roofline(), _feeds(start), threads=2, runs=3)
         (trial,) = result.trials
