@@ -23,7 +23,9 @@ that charges a lot per operator: the real cost models rarely pick most rewrites 
 small, and a rewrite that is never applied is never checked.
 
 The tally goes to `--json` (default benchmarks/results/fuzz.json) and, as a table, to stdout and
-to the same path with `.md`. `--replay SEED` reruns one case in this process with tracebacks.
+to the same path with `.md`. While cases run, the tally so far is written to `--json` every
+`CHECKPOINT_SECONDS` (`"finished": false`), so a campaign cut short by a time limit (the GPU
+machine's) still says how far it got and what failed. `--replay SEED` reruns one case in this process with tracebacks.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from typing import Any
 import onnx
 
 from benchmarks.fuzzgen import Case, feeds_for, generate, invalid_reason, mutate
+from taso_py.atomic import write_json
 from taso_py.cost.analytical import Roofline
 from taso_py.cost.model import CostModel, OpCall
 from taso_py.errors import TasoError
@@ -70,6 +73,7 @@ from taso_py.search.settings import EqsatSettings
 RESULTS = Path(__file__).parent / "results"
 NO_KERNEL_REFUSAL = "refused: no kernel"  # an opaque op, or an op the target has no kernel for
 ROUNDING_NOTE = "ok by rounding"  # failed rtol against ORT, passed against the graph in float64
+CHECKPOINT_SECONDS = 10.0  # the tally so far is written this often (`finished`: false) while cases run
 
 
 # ---- the optimizer's prices --------------------------------------------------------------------
@@ -600,9 +604,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     every = args.compile_every
     jobs = [Job(s, bool(every) and k % every == 0, bool(args.cli_every) and k % args.cli_every == 0, args.target)
             for k, s in enumerate(range(args.seed, args.seed + args.cases))]
+    from taso_py.codegen.backends.cuda import device_count
+    emulated = args.target == "cuda" and not device_count()
     results: list[Result] = []
     bad = 0
-    started = time.perf_counter()
+    started = written = time.perf_counter()
+
+    def document(finished: bool) -> dict[str, Any]:
+        done = sorted(results, key=lambda r: r.seed)
+        return {"seed": args.seed, "workers": args.workers, "compile_every": every,
+                "target": args.target + (" (emulated on the CPU: no GPU here)" if emulated else ""),
+                "cli_every": args.cli_every, "cases_planned": len(jobs), "finished": finished,
+                "case_timeout": args.case_timeout, "seconds": round(time.perf_counter() - started, 1),
+                "machine": {"cpu": lscpu_model(), "cores": os.cpu_count(),
+                            "load_average": [round(x, 2) for x in os.getloadavg()]},
+                "tally": tally(done),
+                "failures": [asdict(r) for r in done if failing(r)][:200]}
+
+    args.json.parent.mkdir(parents=True, exist_ok=True)
     with Progress(TextColumn("fuzzing"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
                   TimeElapsedColumn(), TimeRemainingColumn()) as bar:
         task = bar.add_task("", total=len(jobs))
@@ -610,19 +629,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             results.append(r)
             bad += failing(r)
             bar.update(task, advance=1, description=f"{bad} failing")
-    results.sort(key=lambda r: r.seed)
-    from taso_py.codegen.backends.cuda import device_count
-    emulated = args.target == "cuda" and not device_count()
-    doc = {"seed": args.seed, "workers": args.workers, "compile_every": every,
-           "target": args.target + (" (emulated on the CPU: no GPU here)" if emulated else ""),
-           "cli_every": args.cli_every,
-           "case_timeout": args.case_timeout, "seconds": round(time.perf_counter() - started, 1),
-           "machine": {"cpu": lscpu_model(), "cores": os.cpu_count(),
-                       "load_average": [round(x, 2) for x in os.getloadavg()]},
-           "tally": tally(results),
-           "failures": [asdict(r) for r in results if failing(r)][:200]}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(doc, indent=2) + "\n")
+            # what is done so far, on disk, for a campaign cut short by a time limit
+            if time.perf_counter() - written > CHECKPOINT_SECONDS:
+                write_json(args.json, document(finished=False))
+                written = time.perf_counter()
+    doc = document(finished=True)
+    write_json(args.json, doc)
     text = table(doc)
     args.json.with_suffix(".md").write_text(text + "\n")
     print(text)

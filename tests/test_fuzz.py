@@ -350,13 +350,36 @@ def test_campaign_script_writes_its_tally(tmp_path: Path) -> None:
     out = tmp_path / "fuzz.json"
     doc = fuzz.main(["--cases", "6", "--seed", "40", "--workers", "1", "--compile-every", "3", "--cli-every", "6",
                      "--json", str(out)])
-    t = json.loads(out.read_text())["tally"]
+    written = json.loads(out.read_text())
+    t = written["tally"]
     assert t == doc["tally"] and t["cases"] == 6 and t["optimize"]["ok"] == 6
+    assert written["finished"] and written["cases_planned"] == 6
     assert t["compile"]["cases"] == 2 and t["mutations"]["cases"] == 6 and t["cli_sample"]["cases"] == 1
     assert t["cli_sample"]["ok"] == 1
     assert all(excused(f["mutation"], f["mutation_detail"]) for f in doc["failures"]), doc["failures"]
     table = out.with_suffix(".md").read_text()
     assert "| optimize: wrong outputs | 0 |" in table and doc["machine"]["cpu"] in table
+
+
+def test_campaign_script_writes_what_is_done_as_it_goes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cut short after the second case (as a time limit would), the file holds the two cases done."""
+    out = tmp_path / "fuzz.json"
+    seen = []
+
+    def two_then_killed(jobs, workers, case_timeout):
+        for job in jobs:
+            if len(seen) == 2:
+                raise KeyboardInterrupt
+            seen.append(job.seed)
+            yield fuzz.Result(job.seed)
+
+    monkeypatch.setattr(fuzz, "campaign", two_then_killed)
+    monkeypatch.setattr(fuzz, "CHECKPOINT_SECONDS", 0.0)
+    with pytest.raises(KeyboardInterrupt):
+        fuzz.main(["--cases", "5", "--seed", "7", "--workers", "1", "--json", str(out)])
+    written = json.loads(out.read_text())
+    assert not written["finished"] and written["cases_planned"] == 5
+    assert written["tally"]["cases"] == 2 and written["tally"]["optimize"]["ok"] == 2
 
 
 def sleepy_or_dying(job: fuzz.Job, library: object) -> fuzz.Result:
