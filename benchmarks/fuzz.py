@@ -25,7 +25,8 @@ small, and a rewrite that is never applied is never checked.
 The tally goes to `--json` (default benchmarks/results/fuzz.json) and, as a table, to stdout and
 to the same path with `.md`. While cases run, the tally so far is written to `--json` every
 `CHECKPOINT_SECONDS` (`"finished": false`), so a campaign cut short by a time limit (the GPU
-machine's) still says how far it got and what failed. `--replay SEED` reruns one case in this process with tracebacks.
+machine's) still says how far it got and what failed. `--replay SEED` reruns one case in this
+process with tracebacks.
 """
 
 from __future__ import annotations
