@@ -342,19 +342,25 @@ def test_a_round_starts_only_when_the_time_left_fits_another(monkeypatch):
     best = eqsat.search(g, RULES, OpCount(), EqsatSettings(rounds=4, timeout=1.0))
     assert len(best.history) == 2 and best.stopped == "timeout" and best.seconds < 1.0
 
+def _slow_steps(monkeypatch, seconds: float) -> Graph:
+    """A relu of a matmul, and saturation steps that each take `seconds` (and change nothing)."""
+    g, r = _graph({"w": (8, 8)}, {"x": (2, 8)})
+    g.set_outputs([g.add("relu", [g.add("matmul", [r["x"], r["w"]])[0]])[0]], ["y"])
+
+    def step(self, snap, limit):
+        time.sleep(seconds)
+        return True
+
+    monkeypatch.setattr(eqsat._Saturation, "step", step)
+    return g
+
+
 def test_saturation_leaves_the_extraction_its_share_of_the_bound(monkeypatch):
     """Iterations of 0.2 s under a 2 s bound, a quarter of it saturation's: the two merge iterations'
     matches are applied (each guessed to end within the bound itself), then the next, the first without
     merges, is guessed to end at 0.4 + 0.2 s, past 0.5 s, so saturation stops and the extraction has the
     rest (it used to start iterations until the bound itself had passed)."""
-    g, r = _graph({"w": (8, 8)}, {"x": (2, 8)})
-    g.set_outputs([g.add("relu", [g.add("matmul", [r["x"], r["w"]])[0]])[0]], ["y"])
-
-    def step(self, snap, limit):
-        time.sleep(0.2)
-        return True
-
-    monkeypatch.setattr(eqsat._Saturation, "step", step)
+    g = _slow_steps(monkeypatch, 0.2)
     best = eqsat.search(g, RULES, OpCount(), EqsatSettings(timeout=2.0, saturation_share=0.25, rounds=1))
     assert best.stopped == "timeout" and best.expanded == EqsatSettings().merge_iterations and best.seconds < 2.0
     _same_outputs(g, best.graph)
@@ -365,14 +371,7 @@ def test_the_first_iteration_after_the_merges_is_guessed_at_the_last_ones_length
     1.0 s and whatever set-up took), the first without merges is guessed at 0.5 s more, which fits, and
     runs; the one after it, guessed at twice its 0.5 s, does not. Guessed at twice, the first would not
     have run either (NasRNN lost a merge that way)."""
-    g, r = _graph({"w": (8, 8)}, {"x": (2, 8)})
-    g.set_outputs([g.add("relu", [g.add("matmul", [r["x"], r["w"]])[0]])[0]], ["y"])
-
-    def step(self, snap, limit):
-        time.sleep(0.5)
-        return True
-
-    monkeypatch.setattr(eqsat._Saturation, "step", step)
+    g = _slow_steps(monkeypatch, 0.5)
     best = eqsat.search(g, RULES, OpCount(), EqsatSettings(timeout=8.0, saturation_share=1.9 / 8.0, rounds=1))
     assert best.stopped == "timeout" and best.expanded == EqsatSettings().merge_iterations + 1
     _same_outputs(g, best.graph)
