@@ -8,6 +8,8 @@ destination with it, extraction never builds a cycle, and random small graphs ke
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -151,6 +153,29 @@ def test_breaking_cycles_drops_the_newest_node_of_each():
     # the same program without the filter takes the free lunch: a cycle
     lunch = ilp(nodes, cost, [4], 5.0)
     assert lunch is not None and lunch[1] == concat and lunch[0] == a_split
+
+
+def test_the_program_improves_on_its_first_incumbent_and_prints_nothing():
+    """The exact extraction starts from greedy's choice (the two matmuls) and still finds the merge; and
+    it writes nothing to stdout, which `taso optimize --json` owns: `highspy.Highs()` prints HiGHS's
+    banner there, once per process, before any option can turn it off (so a fresh process here)."""
+    script = """
+from taso_py.search.egraph import ENode
+from taso_py.search.extract import greedy, ilp
+x, k, k1, k2 = (ENode("input", i, ()) for i in range(4))
+merged, split = ENode("matmul", 0, (10, 13)), ENode("split", 0, (1,))
+nodes = {0: [ENode("matmul", 0, (10, 11)), ENode("P", -1, (2,), 0)], 3: [ENode("matmul", 0, (10, 12)),
+         ENode("P", -1, (2,), 1)], 1: [merged], 2: [split], 10: [x], 11: [k], 12: [k1], 13: [k2],
+         4: [ENode("add", 0, (0, 3))]}
+cost = {(c, n): 0.0 if n.op in ("input", "P", "split") else 1.0 for c, ns in nodes.items() for n in ns}
+start = greedy(nodes, cost)
+assert start[0].op == "matmul" and start[3].op == "matmul"
+choice = ilp(nodes, cost, [4], 5.0, start)
+assert choice is not None and choice[0].op == "P" and choice[3].op == "P" and choice[1] == merged
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
 
 
 def test_breaking_cycles_walks_a_class_on_after_each_drop():
