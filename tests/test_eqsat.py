@@ -25,7 +25,7 @@ from taso_py.library.syntax import parse_rule
 from taso_py.optimizer import directed_rules
 from taso_py.search import eqsat
 from taso_py.search.egraph import EGraph, ENode, Snapshot
-from taso_py.search.extract import Choice, _node_costs, ages, break_cycles, constant_classes, greedy, ilp
+from taso_py.search.extract import Choice, _node_costs, ages, break_cycles, constant_classes, covering, greedy, ilp
 from taso_py.search.settings import EqsatSettings
 from taso_py.types import TensorType
 from taso_py.verifier.encoding import encode_rule
@@ -176,6 +176,25 @@ assert choice is not None and choice[0].op == "P" and choice[3].op == "P" and ch
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
+
+
+def test_the_readers_of_a_child_class_share_one_row():
+    """`add(a, b)` and its commuted copy read the same two classes: one row per (class, child class)
+    holds both readers against the child's e-nodes, so half of each no longer covers the class with
+    half a child, as a row per e-node allowed; a reader of one child alone gets its own row."""
+    a, b = ENode("input", 0, ()), ENode("input", 1, ())
+    ab, ba, neg = ENode("add", 0, (1, 2)), ENode("add", 0, (2, 1)), ENode("neg", 0, (1,))
+    nodes = {0: [ab, ba, neg], 1: [a], 2: [b]}
+    program = covering(nodes, {(c, n): 1.0 for c, ns in nodes.items() for n in ns}, [0])
+    ids = {n: i for i, (_, n) in enumerate(program.nodes)}
+    rows: dict[int, set[int]] = {}
+    for r, col in zip(program.rows, program.cols):
+        rows.setdefault(r, set()).add(col)
+    assert sorted(map(sorted, rows.values())) == sorted([
+        sorted([ids[ab], ids[ba], ids[neg]]),  # the root: some e-node chosen
+        sorted([ids[ab], ids[ba], ids[neg], ids[a]]),  # readers of class 1
+        sorted([ids[ab], ids[ba], ids[b]]),  # readers of class 2
+    ])
 
 
 def test_breaking_cycles_walks_a_class_on_after_each_drop():

@@ -101,13 +101,14 @@ def search_option(default: str) -> Callable[[Callable], Callable]:
                              "at most 5 s; backtrack: TASO's α-relaxed search.")
 
 
-def search_settings(search: str, alpha: float = 1.05, budget: int = 1000, timeout: float = 30.0, seed: int = 0
-                    ) -> Settings | EqsatSettings:
-    """The settings that choose the search (`optimizer.optimize` dispatches on their type); for eqsat,
-    `timeout` caps its time bound (saturation and extraction)."""
+def search_settings(search: str, alpha: float = 1.05, budget: int = 1000, timeout: float | None = None,
+                    seed: int = 0) -> Settings | EqsatSettings:
+    """The settings that choose the search (`optimizer.optimize` dispatches on their type); `timeout`,
+    when given, is either search's time bound (for eqsat, saturation and extraction together), and
+    each has its own default: equality saturation is done in seconds where the α-search needs its 30."""
     if search == "eqsat":
-        return EqsatSettings(timeout=min(timeout, EqsatSettings.timeout))
-    return Settings(alpha, budget, timeout, seed)
+        return EqsatSettings() if timeout is None else EqsatSettings(timeout=timeout)
+    return Settings(alpha, budget, Settings.timeout if timeout is None else timeout, seed)
 
 
 def json_option(f: Callable) -> Callable:

@@ -44,8 +44,9 @@ from taso_py.runtime import CHECK_SEEDS, Comparison, Latency, check_memory, rand
               help="Keep exploring graphs up to alpha x the best cost.")
 @click.option("--budget", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Most graphs the search expands.")
-@click.option("--timeout", type=click.FloatRange(min=0.0), default=30.0, show_default=True,
-              help="Seconds of search.")
+@click.option("--timeout", type=click.FloatRange(min=0.0), default=None,
+              help="Seconds of search (default: 30 for backtrack; 5 for eqsat, saturation and extraction "
+                   "together, less operator timing; a slower CPU may need more).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for ties and the check's inputs.")
 @click.option("--threads", type=click.IntRange(min=0), default=0,
               help="ORT threads for measuring costs and timing the result (default: all cores).")
@@ -60,7 +61,7 @@ from taso_py.runtime import CHECK_SEEDS, Comparison, Latency, check_memory, rand
 @check_options
 @json_option
 def optimize_command(model: Path, out: Path | None, library_path: Path | None, cost: str, alpha: float, budget: int,
-                     timeout: float, seed: int, threads: int, speed_runs: int, min_speedup: float, search: str,
+                     timeout: float | None, seed: int, threads: int, speed_runs: int, min_speedup: float, search: str,
                      input_shapes: tuple[str, ...], no_check: bool, rtol: float, atol: float, as_json: bool) -> None:
     """Find a faster equivalent of MODEL with the proved rules and write it, checked against MODEL.
 
