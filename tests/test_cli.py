@@ -18,6 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 from benchmarks import models
 from taso_py import __version__
 from taso_py.cli import main
+from taso_py.cli.common import search_settings
 from taso_py.cli.info import summarize
 from taso_py.errors import InputError
 from taso_py.onnx_io import exporter, load_model
@@ -54,6 +55,18 @@ def assert_bad_input(result, *fragments: str) -> None:
     assert "Traceback" not in result.output
     for fragment in fragments:
         assert fragment in lines[0]
+
+
+def test_timeout_bounds_either_search_and_each_has_its_own_default() -> None:
+    """`--timeout` was capped at eqsat's 5 s, so a slower CPU could not give saturation more time
+    (NasRNN on a Zen 1 core: 2 iterations in 5 s, 6 in 10 s)."""
+    from taso_py.search.backtracking import Settings
+    from taso_py.search.settings import EqsatSettings
+
+    assert search_settings("eqsat").timeout == EqsatSettings.timeout == 5.0
+    assert search_settings("eqsat", timeout=12.0).timeout == 12.0
+    assert search_settings("backtrack").timeout == Settings.timeout == 30.0
+    assert search_settings("backtrack", timeout=2.0).timeout == 2.0
 
 
 def test_version_and_help() -> None:
