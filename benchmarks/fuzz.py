@@ -247,7 +247,10 @@ def judge_cli(code: int, stderr: str, exception: BaseException | None = None) ->
     if exception is not None and not isinstance(exception, SystemExit):
         return "crash", _first_line(exception)
     if "Traceback (most recent call last)" in stderr:
-        return "traceback", next((x for x in reversed(lines) if x and not x.startswith(" ")), "")[:300]
+        # the exception's line: the traceback's first unindented line (a command may go on after one
+        # printed as "Exception ignored in", so the last line of stderr may be its own)
+        after = lines[next(i for i, x in enumerate(lines) if "Traceback (most recent call last)" in x) + 1:]
+        return "traceback", next((x for x in after if not x.startswith(" ")), lines[-1])[:300]
     if code == 3 or any("internal error" in line for line in errors):
         return "crash", (errors or lines or [f"exit {code}"])[-1][:300]
     if code == 0:

@@ -156,6 +156,14 @@ def test_judge_cli_holds_the_contract(code: int, stderr: str, verdict: str) -> N
     assert fuzz.judge_cli(code, stderr)[0] == verdict
 
 
+def test_a_traceback_is_named_by_its_exception_not_by_what_the_command_printed_after() -> None:
+    """An exception printed and ignored (a finalizer's) lets the command go on: the verdict names the
+    exception, where the last line of stderr named the file the command wrote."""
+    stderr = ("Exception ignored in: <function Thing.__del__ at 0x7f>\nTraceback (most recent call last):\n"
+              "  File \"x.py\", line 1, in __del__\nRuntimeError: gone\nwrote out.onnx\n")
+    assert fuzz.judge_cli(0, stderr) == ("traceback", "RuntimeError: gone")
+
+
 def test_judge_cli_calls_an_escaped_exception_a_crash() -> None:
     assert fuzz.judge_cli(1, "", ValueError("boom")) == ("crash", "ValueError: boom")
 

@@ -98,7 +98,7 @@ def search_option(default: str) -> Callable[[Callable], Callable]:
     graphs it visits): 55 s instead of a few on eight matmuls of one input, on a cold cache."""
     return click.option("--search", type=click.Choice(["backtrack", "eqsat"]), default=default, show_default=True,
                         help="eqsat: equality saturation (egglog) with greedy and integer-program extraction, "
-                             "at most 5 s; backtrack: TASO's α-relaxed search.")
+                             "5 s unless --timeout says otherwise; backtrack: TASO's α-relaxed search.")
 
 
 def search_settings(search: str, alpha: float = 1.05, budget: int = 1000, timeout: float | None = None,
