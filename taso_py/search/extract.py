@@ -263,10 +263,10 @@ def ilp(nodes: Mapping[int, list[ENode]], cost: Mapping[tuple[int, ENode], float
     incumbent. (With scipy's HiGHS, the greedy solution's cost as a cut on the objective made it
     slower, not faster: 3.2 s instead of 1.7 s on NasRNN.)"""
     deadline = time.perf_counter() + timeout
-    program = covering(nodes, cost, roots)
-    used = None if start is None or not all(c in start for c in roots) else _reachable(
-        {c: [n] for c, n in start.items()}, roots)
-    return program.solve(deadline, None if used is None else {(c, start[c]) for c in used})
+    first = None  # the e-nodes of `start` the roots reach
+    if start is not None and all(c in start for c in roots):
+        first = {(c, start[c]) for c in _reachable({c: [n] for c, n in start.items()}, roots)}
+    return covering(nodes, cost, roots).solve(deadline, first)
 
 
 def covering(nodes: Mapping[int, list[ENode]], cost: Mapping[tuple[int, ENode], float], roots: list[int]
@@ -336,12 +336,11 @@ class _Program:
         lp.col_cost_ = np.asarray(self.objective, float)
         lp.col_lower_, lp.col_upper_ = np.zeros(n), np.ones(n)
         lp.row_lower_, lp.row_upper_ = np.asarray(self.lo, float), np.asarray(self.hi, float)
-        cols = np.asarray(self.cols, dtype=np.int64)
-        order = np.argsort(cols, kind="stable")  # column-wise: each column's entries, in row order
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.start_ = np.searchsorted(cols[order], np.arange(n + 1))
-        lp.a_matrix_.index_ = np.asarray(self.rows, dtype=np.int64)[order]
-        lp.a_matrix_.value_ = np.asarray(self.vals, float)[order]
+        # row-wise, as `add` appends them: each row's entries start where its index first appears
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+        lp.a_matrix_.start_ = np.searchsorted(np.asarray(self.rows, dtype=np.int64), np.arange(len(self.lo) + 1))
+        lp.a_matrix_.index_ = np.asarray(self.cols, dtype=np.int64)
+        lp.a_matrix_.value_ = np.asarray(self.vals, float)
         lp.integrality_ = [highspy.HighsVarType.kInteger] * n
         h.passModel(lp)
         if start is not None:
