@@ -351,6 +351,51 @@ def _merged_subsets(g: Graph) -> Counter:
         eg.close()
 
 
+class _Forgetful(eqsat._Saturation):
+    """Binds and types every match afresh, as before matches were keyed."""
+
+    applications = 0
+
+    def _apply(self, *args):
+        type(self).applications += 1
+        self._bound.clear()
+        self._typed.clear()
+        return super()._apply(*args)
+
+
+def _saturated(g: Graph, saturation_class: type[eqsat._Saturation]) -> tuple[list[tuple], int, int]:
+    """Every e-node Python made in three iterations over `g`, in the order made (attributes as
+    objects), with the matches applied and how many match keys were bound."""
+    eg = EGraph(4)
+    try:
+        eqsat._load(eg, g)
+        saturation = saturation_class(eg, RULES, eqsat.declare(eg, RULES))
+        for i in range(3):
+            eg.flush()
+            eg.match(merges=i < 2)
+            saturation.step(saturation.snapshot(), 20_000)
+        made = [(d.op, eg.attrs[d.attr] if d.attr >= 0 else None, d.children, d.index, eg.types[h])
+                for h, d in sorted(eg.defs.items())]
+        return made, saturation.matches, len(saturation._bound)
+    finally:
+        eg.close()
+
+
+def test_matches_alike_reuse_one_binding_and_make_the_same_egraph():
+    """Matches whose classes have the same types and attributes share one binding and one typing of
+    their destination (`_Saturation._apply`): the e-graph is node for node the one made binding
+    every match afresh, the nodes of a destination that fails to type halfway included."""
+    g, r = _graph({f"w{i}": (8, 8) for i in range(4)}, {"x": (2, 8), "h": (2, 8)})
+    outs = [g.add("relu", [g.add("add", [g.add("matmul", [r["x"], r[f"w{i}"]])[0],
+                                         g.add("matmul", [r["h"], r[f"w{i}"]])[0]])[0]])[0] for i in range(4)]
+    g.set_outputs(outs, [f"y{i}" for i in range(4)])
+    _Forgetful.applications = 0
+    afresh, matches, _ = _saturated(g, _Forgetful)
+    keyed, keyed_matches, keys = _saturated(g, eqsat._Saturation)
+    assert keyed == afresh and keyed_matches == matches > 0
+    assert keys < _Forgetful.applications / 3  # most matches repeat an earlier one's binding
+
+
 class _CheapLayout(OpCount):
     """Concat priced like split, so that batching two inputs into one matmul pays."""
 
