@@ -506,6 +506,19 @@ def test_orts_fixed_cost_is_the_median_of_several_estimates(tmp_path: Path, monk
     assert measured.Measured(1, None, tmp_path / "costs.json").overhead == pytest.approx(3.8)
 
 
+def test_a_timed_operators_inputs_keep_their_dtype_and_a_float_ones_sign():
+    """Each input of a one-node model has its type; floats are drawn in [-0.5, 0.5), so a relu or an
+    abs sees both signs as in a model, and a log or a sqrt may see NaNs, as normal values gave."""
+    from taso_py.cost.measured import _values
+
+    rng = np.random.default_rng(0)
+    for dtype in (DType.FLOAT32, DType.FLOAT16, DType.FLOAT64, DType.INT64):
+        v = _values(rng, TensorType((64, 33), dtype))
+        assert v.shape == (64, 33) and v.dtype == dtype.numpy
+    v = _values(rng, TensorType((4096,), DType.FLOAT32))
+    assert v.min() >= -0.5 and v.max() < 0.5 and (v < 0).mean() == pytest.approx(0.5, abs=0.05)
+
+
 def test_a_search_gets_the_rules_that_can_match_in_its_graph():
     """Rules whose source needs an operator the graph lacks never match, unless a rule that can
     match writes that operator: a split of a concat only after a merge made them."""

@@ -149,7 +149,7 @@ def _single(call: OpCall, opset: int | None) -> tuple[onnx.ModelProto, dict[str,
     rng = np.random.default_rng(0)
     refs, feeds = [], {}
     for i, (t, const) in enumerate(zip(call.inputs, call.constant)):
-        value = rng.standard_normal(t.known_shape).astype(t.dtype.numpy)
+        value = _values(rng, t)
         if const:
             refs.append(g.add_weight(value, f"w{i}"))
         else:
@@ -157,3 +157,13 @@ def _single(call: OpCall, opset: int | None) -> tuple[onnx.ModelProto, dict[str,
             feeds[f"x{i}"] = value
     g.set_outputs(list(g.add(call.op, refs, call.attrs)))
     return to_onnx(OnnxModel(g, _origin(opset))), feeds
+
+
+def _values(rng: np.random.Generator, t: TensorType) -> np.ndarray:
+    """Values for an input of a one-node model: any will do for timing. Floats uniform in
+    [-0.5, 0.5), drawn as float32, 3-4x faster than normal float64 values cast: a cold cache's
+    Inception-v3 draws 426 inputs, 235 million elements in all (`taso optimize` on it: 20.2 s
+    instead of 23.9 s)."""
+    if t.dtype.is_float:
+        return (rng.random(t.known_shape, dtype=np.float32) - np.float32(0.5)).astype(t.dtype.numpy, copy=False)
+    return rng.standard_normal(t.known_shape).astype(t.dtype.numpy)
