@@ -486,6 +486,39 @@ def test_the_judges_time_does_not_count_against_the_bound(monkeypatch):
     assert len(best.history) == 2 and best.stopped == "timeout" and best.seconds >= 1.6
 
 
+class _BroadcastFirst(OpCount):
+    """An add whose first operand is broadcast costs a little more, as two orders time differently."""
+
+    def __init__(self, extra: float) -> None:
+        self.extra = extra
+
+    def cost(self, call: OpCall) -> float:
+        broadcast = call.op.name == "add" and call.inputs[0].shape != call.outputs[0].shape
+        return super().cost(call) + (self.extra if broadcast else 0.0)
+
+
+@pytest.mark.parametrize(("extra", "swapped"), [(1e-4, False), (0.1, True)])
+def test_a_gain_timing_could_not_see_is_not_taken_nor_judged(extra: float, swapped: bool):
+    """Ten operators, one an add of a bias and a tensor: swapping its operands saves `extra`. A gain
+    under `EqsatSettings.min_gain` (0.1%) keeps the graph as it came and is not priced in context;
+    1% is taken and judged."""
+    g, r = _graph({"bias": (8,)}, {"x": (4, 8)})
+    y = g.add("add", [r["bias"], r["x"]])[0]
+    for _ in range(9):
+        y = g.add("tanh", [y])[0]
+    g.set_outputs([y], ["y"])
+    judged = []
+
+    def judge(start: Graph, rewritten: Graph) -> list[Region]:
+        judged.append(rewritten)
+        return []
+
+    best = eqsat.search(g, RULES, _BroadcastFirst(extra), EqsatSettings(rounds=1, timeout=60), judge=judge)
+    add = next(n for n in best.graph.nodes.values() if n.op.name == "add")
+    assert (add.inputs[0] == r["x"]) == swapped and bool(judged) == swapped
+    assert best.cost == pytest.approx(10.0 + (0.0 if swapped else extra))
+
+
 def test_a_judge_sends_extraction_back_for_the_next_best_graph():
     """Three matmuls of one input: the cost model merges all three; a judge that finds the 3-way merge
     slower where it sits (as ORT might) gets a graph with a pair merged and one matmul alone, and one

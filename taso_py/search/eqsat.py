@@ -193,7 +193,7 @@ def search(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: Eqsa
         out.expanded, out.matches = out.expanded + r.expanded, out.matches + r.matches
         out.history.append((time.perf_counter() - began, min(r.cost, out.cost)))
         out.stopped = r.stopped
-        if r.cost >= out.cost * (1 - 1e-9):  # no gain beyond float rounding: keep the graph as it was
+        if r.cost > out.cost * (1 - settings.min_gain):  # no gain timing could see: keep the graph as it was
             break
         out.graph, out.cost, out.applied = r.graph, r.cost, out.applied + r.applied
     out.generated = max(sizes, default=0)
@@ -247,7 +247,9 @@ def _round(graph: Graph, cost0: float, rules: Sequence[Rule], model: CostModel, 
             iterations += 1
         deadline = min(started + settings.timeout, time.perf_counter() + settings.ilp_timeout)
         best = extract(graph, eg, snap, loaded, tensors, model, deadline)
-        if judge is not None:
+        if best.cost > cost0 * (1 - settings.min_gain):
+            best = Extraction(graph, cost0, [], {})  # nothing worth pricing in context
+        elif judge is not None:
             best = _refine(graph, best, judge, eg, snap, loaded, tensors, model, settings)
     finally:
         eg.close()
