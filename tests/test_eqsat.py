@@ -7,6 +7,8 @@ destination with it, extraction never builds a cycle, and random small graphs ke
 
 from __future__ import annotations
 
+import gc
+import multiprocessing
 import random
 import subprocess
 import sys
@@ -27,7 +29,7 @@ from taso_py.search import eqsat
 from taso_py.search.egraph import EGraph, ENode, Snapshot
 from taso_py.search.extract import Choice, _node_costs, ages, break_cycles, constant_classes, covering, greedy, ilp
 from taso_py.search.settings import EqsatSettings
-from taso_py.types import TensorType
+from taso_py.types import DType, TensorType
 from taso_py.verifier.encoding import encode_rule
 from taso_py.verifier.refuter import instances
 from tests.op_count import OpCount
@@ -207,6 +209,31 @@ def test_breaking_cycles_walks_a_class_on_after_each_drop():
     kept = break_cycles(nodes, [2], {})
     assert kept == {0: [x], 1: nodes[1], 2: nodes[2]}
     assert time.perf_counter() - started < 1.0
+
+
+def test_a_forked_child_collecting_a_closed_egraph_does_not_hang():
+    """egglog frees an e-graph on its thread pool, which a forked child does not have: a closed
+    e-graph left in a reference cycle and collected in a `ProcessPoolExecutor`-style child hung the
+    test suite. `close` frees egglog's side at once."""
+    gc.disable()  # the cycle stays for the child's collector
+    try:
+        eg = EGraph(2)
+        x = eg.node("input", eg.unique(None), [], [TensorType((2,), DType.FLOAT32)])
+        eg.node("relu", eg.intern("relu", None), [x], [TensorType((2,), DType.FLOAT32)])
+        eg.flush()
+        eg.snapshot()
+        eg.cycle = eg  # type: ignore[attr-defined]
+        eg.close()
+        del eg
+        child = multiprocessing.get_context("fork").Process(target=gc.collect)
+        child.start()
+        child.join(30)
+        hung = child.is_alive()
+        if hung:
+            child.kill()
+    finally:
+        gc.enable()
+    assert not hung and child.exitcode == 0
 
 
 def test_a_snapshot_holds_the_matches_found_since_the_last_one():

@@ -257,4 +257,8 @@ class EGraph:
         return snap.class_of[handle], ENode(d.op, d.attr, tuple(snap.class_of[h] for h in d.children), d.index)
 
     def close(self) -> None:
+        """Free egglog's e-graph now, not when the collector gets to this object: egglog frees it on
+        its thread pool, and a process forked later (a `ProcessPoolExecutor` worker) that collected
+        an inherited one waited forever on threads it does not have (the test suite hung so)."""
         self._tmp.cleanup()
+        del self.egg
