@@ -2,4 +2,5 @@
 
 from taso_py.cli import main
 
-main()
+if __name__ == "__main__":  # a spawned worker imports this module again as `__mp_main__`
+    main()

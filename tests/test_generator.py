@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from dataclasses import replace
 
 import numpy as np
@@ -313,6 +314,18 @@ def test_a_multi_output_rule_is_redundant_only_when_each_output_rewrites_both_wa
     shapes = {pair: {"a": [4, 4], "b": [4, 4]}, merge: MATRIX}
     # the merge's outputs reach matmul(a, b) one way only: the other way would invent c
     assert implied.task_implied([pair, merge], rules, shapes) == [pair]
+
+
+def test_local_workers_are_spawned_not_forked():
+    """A forked worker inherits the parent's state without its threads (the egglog hang); a spawned
+    one starts clean, which shows here as the garbage collector on though the parent turned it off."""
+    executor = LocalExecutor(2)
+    gc.disable()
+    try:
+        assert dict(executor.map(gc.isenabled, [(), ()])) == {0: True, 1: True}
+    finally:
+        gc.enable()
+        executor.close()
 
 
 def test_pruning_keeps_distributivity_and_drops_its_instances(tmp_path):

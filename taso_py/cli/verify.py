@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from itertools import repeat
 from typing import TYPE_CHECKING
 
@@ -17,6 +16,7 @@ from rich.table import Table
 
 from taso_py import ops
 from taso_py.cli.common import emit_json, json_option
+from taso_py.generator.executor import process_pool
 from taso_py.library import format_rule, parse_rule
 from taso_py.library.proof import Status
 
@@ -132,7 +132,7 @@ def _reports(names: list[str], full: bool, workers: int | None) -> Iterator:
     if not full:
         yield from map(_validate, names, repeat(False))
         return
-    with ProcessPoolExecutor(workers or os.cpu_count() or 1) as pool:
+    with process_pool(workers or os.cpu_count() or 1) as pool:
         yield from pool.map(_validate, names, repeat(True))
 
 

@@ -9,6 +9,7 @@ cluster gives the same library as a laptop.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import multiprocessing
 import os
 import socket
 from collections.abc import Callable, Iterator, Sequence
@@ -21,6 +22,12 @@ from taso_py.errors import InputError
 class Executor(Protocol):
     def map(self, fn: Callable[..., Any], tasks: Sequence[tuple]) -> Iterator[tuple[int, Any]]: ...
     def close(self) -> None: ...
+
+
+def process_pool(workers: int) -> cf.ProcessPoolExecutor:
+    """A pool of `spawn`ed workers: a forked one inherits the parent's thread pools (egglog's, ORT's,
+    z3's) without their threads and can hang on them, as a worker freeing an inherited e-graph did."""
+    return cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
 
 
 class LocalExecutor:
@@ -36,7 +43,7 @@ class LocalExecutor:
                 yield i, fn(*args)
             return
         if self._pool is None:
-            self._pool = cf.ProcessPoolExecutor(self.workers)
+            self._pool = process_pool(self.workers)
         futures = {self._pool.submit(fn, *args): i for i, args in enumerate(tasks)}
         for future in cf.as_completed(futures):
             yield futures[future], future.result()
