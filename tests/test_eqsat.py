@@ -25,7 +25,7 @@ from taso_py.graph.ir import Graph
 from taso_py.graph.regions import Region, diff
 from taso_py.library.syntax import parse_rule
 from taso_py.optimizer import directed_rules
-from taso_py.search import eqsat
+from taso_py.search import backtracking, eqsat
 from taso_py.search.egraph import EGraph, ENode, Snapshot
 from taso_py.search.extract import Choice, _node_costs, ages, break_cycles, constant_classes, covering, greedy, ilp
 from taso_py.search.settings import EqsatSettings
@@ -522,6 +522,32 @@ class _BroadcastFirst(OpCount):
     def cost(self, call: OpCall) -> float:
         broadcast = call.op.name == "add" and call.inputs[0].shape != call.outputs[0].shape
         return super().cost(call) + (self.extra if broadcast else 0.0)
+
+
+class _CheapTranspose(OpCount):
+    """A transpose costs `price` where other operators cost 1."""
+
+    def __init__(self, price: float) -> None:
+        self.price = price
+
+    def cost(self, call: OpCall) -> float:
+        return self.price if call.op.name == "transpose" else super().cost(call)
+
+
+@pytest.mark.parametrize(("price", "taken"), [(1e-4, False), (0.1, True)])
+def test_the_alpha_search_takes_no_gain_timing_could_not_see(price: float, taken: bool):
+    """A transpose undone by another, then ten operators: removing the pair saves `2 * price`. Under
+    `backtracking.Settings.min_gain` (0.1%) the α-search returns the input graph, over it the pair goes."""
+    g, r = _graph({}, {"x": (4, 8)})
+    y = g.add("transpose", [r["x"]], perm=(1, 0))[0]
+    y = g.add("transpose", [y], perm=(1, 0))[0]
+    for _ in range(10):
+        y = g.add("tanh", [y])[0]
+    g.set_outputs([y], ["y"])
+    best = backtracking.search(g, RULES, _CheapTranspose(price), backtracking.Settings(timeout=60))
+    kept = any(n.op.name == "transpose" for n in best.graph.nodes.values())
+    assert kept != taken and bool(best.applied) == taken
+    assert best.cost == pytest.approx(10.0 + (0.0 if taken else 2 * price))
 
 
 @pytest.mark.parametrize(("extra", "swapped"), [(1e-4, False), (0.1, True)])

@@ -40,6 +40,9 @@ class Settings:
     budget: int = 1000  # graphs expanded
     timeout: float = 30.0  # seconds
     seed: int = 0  # order among equally cheap rewrites
+    # below this fraction cheaper, the input graph is returned: ORT cannot time such a gain, and the
+    # acceptance would spend a whole-model timing on it (as `EqsatSettings.min_gain`)
+    min_gain: float = 1e-3
 
 
 @dataclass
@@ -106,6 +109,8 @@ def search(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: Sett
                                        (*path, child.match.rule)))
         if progress is not None:
             progress(best.expanded, best.cost)
+    if best.cost > cost0 * (1 - settings.min_gain):
+        best.graph, best.cost, best.applied = graph, cost0, []
     best.seconds = time.perf_counter() - started
     best.rejected = sorted(set(best.rejected))
     return best
