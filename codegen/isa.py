@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import functools
 import os
-import platform
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from taso_py import host as host_machine
 
 LEVELS = ("sse", "avx2", "avx512")
 
@@ -26,7 +27,7 @@ class Isa:
     """One CPU's facts as the code generator uses them."""
 
     level: str  # sse | avx2 | avx512
-    model: str  # the CPU's model name (lscpu's "Model name")
+    model: str  # the CPU's model name with its family and model numbers (`taso_py.host.Cpu.identity`)
     l1d: int  # bytes per core
     l2: int  # bytes per core
     l3: int  # bytes, shared
@@ -72,19 +73,8 @@ class Isa:
         return f"{self.model} [{self.level}]"
 
 
-def _cpuinfo() -> tuple[str, set[str]]:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor() or platform.machine(), set()
-    model = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
-    flags = re.search(r"^flags\s*:\s*(.+)$", text, re.M)
-    return (model.group(1).strip() if model else platform.machine(),
-            set(flags.group(1).split()) if flags else set())
-
-
 def _detected_level() -> str:
-    _, flags = _cpuinfo()
+    flags = host_machine.cpu().flags
     if {"avx512f", "avx512vl", "avx512bw", "avx512dq"} <= flags:
         return "avx512"
     if {"avx2", "fma"} <= flags:
@@ -111,7 +101,7 @@ def _cache_size(level: int, kind: str) -> int | None:
 @functools.cache
 def host() -> Isa:
     """The host CPU (see the module doc for TASO_ISA)."""
-    model, _ = _cpuinfo()
+    model = host_machine.cpu().identity
     level = _detected_level()
     asked = os.environ.get("TASO_ISA", "").strip().lower()
     if asked:

@@ -2,7 +2,7 @@
 
 Operator timings (`cost.measured`), compiled kernels, tuning records and the machine's measured
 limits (`codegen`) all live under it. Each is valid only on the machine that made it, so each is
-keyed by CPU model inside; deleting the folder only costs re-measuring.
+keyed inside by the CPU as `taso_py.host` identifies it; deleting the folder only costs re-measuring.
 """
 
 from __future__ import annotations

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import platform
 import statistics
 import time
 from collections.abc import Iterable
@@ -24,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from taso_py import host
 from taso_py.atomic import write_json
 from taso_py.cache import cache_root, read_records
 from taso_py.cost.analytical import Roofline
@@ -44,18 +44,11 @@ FLOOR_MS = 1e-4
 
 
 def machine_key(threads: int) -> str:
-    """Identifies timings that stay valid: the same CPU, core count, ORT version and threads."""
+    """Identifies timings that stay valid: the same CPU (name, family and model: `taso_py.host`), core
+    count, ORT version and threads."""
     import onnxruntime as ort
 
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    text = f"{cpu}|{os.cpu_count()}|{ort.__version__}|{threads}"
+    text = f"{host.cpu().identity}|{os.cpu_count()}|{ort.__version__}|{threads}"
     return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from taso_py import host
 from taso_py.cache import cache_root
 from taso_py.codegen import isa
 from taso_py.codegen.errors import CodegenError
@@ -46,9 +47,11 @@ def compile_shared(source: str, out: Path | None = None, extra: Sequence[str] = 
 def build_library(tool: str, flags: Sequence[str], source: str, out: Path | None, suffix: str,
                   libs: Sequence[str] = ()) -> Path:
     """`source` (a `suffix` file) compiled by `tool` into a shared library: at `out`, or in the
-    cache under the content hash of tool, flags and source (then reused); written atomically.
-    The C and CUDA backends share it; a compiler error is one line."""
-    digest = hashlib.sha256((tool + " ".join(flags) + "\n" + source).encode()).hexdigest()[:20]
+    cache under the content hash of tool, flags, source and the CPU's features (then reused: what
+    `-march=native` means differs from CPU to CPU, and a kernel built for AVX-512 dies on a core
+    without it); written atomically. The C and CUDA backends share it; a compiler error is one line."""
+    key = f"{tool} {' '.join(flags)} {host.cpu().features}\n{source}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:20]
     name = Path(tool).name
     target = out or cache_dir() / f"{name}_{digest}.so"
     if target.exists() and out is None:
