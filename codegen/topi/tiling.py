@@ -2,7 +2,11 @@
 
 A tile is `rows` x (`groups` x a block of lanes) accumulators. They may fill three quarters
 of the vector registers (24 of AVX-512's 32, 12 of AVX2's 16): the rest hold a row of B's
-vectors and the broadcasts, and fuller tiles spilled in gcc's code. One step of the
+vectors and the broadcasts, and fuller tiles spilled in gcc's code. A tile of two rows or more
+must also leave room for its whole row of B and a broadcast: AVX2's 2 x 6-vector and 3 x 4-vector
+tiles fill 12 registers but gcc spilled them to the stack, and they ran 25-35% slower than a
+2 x 4 or a 4 x 2 on a Zen 1 core (NASNet-A's 1x1 convolutions); a 1-row tile uses each B vector
+once and reads it from memory in the FMA. One step of the
 reduction (a broadcast of A per row, a vector of B per column) is priced against the FMA
 units (two on Intel's AVX-512 and on AVX2 cores, one 512-bit FMA a cycle on AMD's Zen 4), two
 load ports, and the FMA latency, which needs enough independent accumulators to hide. Ties go
@@ -45,6 +49,8 @@ def tile_shape(extent: int, blocks: int, block: int, items: Callable[[int, int],
         vecs = groups * per_block
         for rows in range(1, min(extent, 32) + 1):
             if rows * vecs > cpu.registers * 3 // 4:  # accumulators; the rest: a row of B, broadcasts, spares
+                break
+            if rows > 1 and rows * vecs + vecs + 1 > cpu.registers:  # B's row and a broadcast spill
                 break
             if not pad and extent % rows:
                 continue
