@@ -40,7 +40,7 @@ demo: install
 	$(TASO) run out/inception_v3_small.cpu --check --repeat 20
 
 # The default suite on up to 4 workers (a module's tests on one worker, so its fixtures are built
-# once): 12:27 on a fresh clone of a 2-core Zen 1, where it took 21:37 in one process. The slow
+# once): 12:09 on a fresh clone of a 2-core Zen 1, where it took 21:37 in one process. The slow
 # tests time models: one at a time.
 test: dev
 	$(PY) -m pytest -n auto --maxprocesses 4 --dist loadscope

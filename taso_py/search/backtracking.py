@@ -32,6 +32,7 @@ from taso_py.graph.normalize import flatten_splits
 from taso_py.library.terms import Rule
 from taso_py.match.matcher import Matcher
 from taso_py.match.rewrite import Plan, apply, creates_cycle, plan
+from taso_py.search.settings import MIN_GAIN, pays
 
 
 @dataclass
@@ -40,9 +41,7 @@ class Settings:
     budget: int = 1000  # graphs expanded
     timeout: float = 30.0  # seconds
     seed: int = 0  # order among equally cheap rewrites
-    # below this fraction cheaper, the input graph is returned: ORT cannot time such a gain, and the
-    # acceptance would spend a whole-model timing on it (as `EqsatSettings.min_gain`)
-    min_gain: float = 1e-3
+    min_gain: float = MIN_GAIN  # the input graph is returned unless the best is this fraction cheaper
 
 
 @dataclass
@@ -109,7 +108,7 @@ def search(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: Sett
                                        (*path, child.match.rule)))
         if progress is not None:
             progress(best.expanded, best.cost)
-    if best.cost > cost0 * (1 - settings.min_gain):
+    if not pays(best.cost, cost0, settings.min_gain):
         best.graph, best.cost, best.applied = graph, cost0, []
     best.seconds = time.perf_counter() - started
     best.rejected = sorted(set(best.rejected))

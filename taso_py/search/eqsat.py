@@ -42,7 +42,7 @@ from taso_py.match.matcher import bind_attributes
 from taso_py.search.backtracking import Outcome
 from taso_py.search.egraph import EGraph, ENode, Snapshot
 from taso_py.search.extract import Extraction, constant_classes, extract
-from taso_py.search.settings import EqsatSettings
+from taso_py.search.settings import EqsatSettings, pays
 from taso_py.types import TensorType
 
 
@@ -193,7 +193,7 @@ def search(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: Eqsa
         out.expanded, out.matches = out.expanded + r.expanded, out.matches + r.matches
         out.history.append((time.perf_counter() - began, min(r.cost, out.cost)))
         out.stopped = r.stopped
-        if r.cost > out.cost * (1 - settings.min_gain):  # no gain timing could see: keep the graph as it was
+        if not pays(r.cost, out.cost, settings.min_gain):  # no gain timing could see: keep the graph as it was
             break
         out.graph, out.cost, out.applied = r.graph, r.cost, out.applied + r.applied
     out.generated = max(sizes, default=0)
@@ -247,7 +247,7 @@ def _round(graph: Graph, cost0: float, rules: Sequence[Rule], model: CostModel, 
             iterations += 1
         deadline = min(started + settings.timeout, time.perf_counter() + settings.ilp_timeout)
         best = extract(graph, eg, snap, loaded, tensors, model, deadline)
-        if best.cost > cost0 * (1 - settings.min_gain):
+        if not pays(best.cost, cost0, settings.min_gain):
             best = Extraction(graph, cost0, [], {})  # nothing worth pricing in context
         elif judge is not None:
             best = _refine(graph, best, judge, eg, snap, loaded, tensors, model, settings)

@@ -1,8 +1,20 @@
-"""Bounds of equality saturation (`search.eqsat`), importable without egglog."""
+"""Bounds of equality saturation (`search.eqsat`), importable without egglog, and the least gain
+either search takes."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+# a graph must cost this fraction less than the search's start to be taken: ORT's timings of a whole
+# model move by about 1% from run to run, so a smaller gain is noise the judge and the acceptance
+# would time for nothing (VGG-19: three bias adds with their operands swapped, predicted 2.6e-7
+# faster, were timed in context for 18 s, and `taso optimize` took 175 s in all)
+MIN_GAIN = 1e-3
+
+
+def pays(cost: float, start: float, min_gain: float) -> bool:
+    """Whether a graph of `cost` is at least the fraction `min_gain` cheaper than one of `start`."""
+    return cost <= start * (1 - min_gain)
 
 
 @dataclass
@@ -24,8 +36,4 @@ class EqsatSettings:
     saturation_share: float = 0.5
     ilp_timeout: float = 5.0  # seconds of an extraction at most (less when the search's time is short)
     refinements: int = 2  # extractions again without the rewrites a judge found slower in context, per round
-    # a graph must cost this fraction less than the round's start to be taken: ORT's timings of a whole
-    # model move by about 1% from run to run, so a smaller gain is noise the judge and the acceptance
-    # would time for nothing (VGG-19: three bias adds with their operands swapped, predicted 2.6e-7
-    # faster, were timed in context for 18 s, and `taso optimize` took 175 s in all)
-    min_gain: float = 1e-3
+    min_gain: float = MIN_GAIN  # of a round's graph against the round's start
