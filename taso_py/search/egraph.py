@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import tempfile
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import count
 from pathlib import Path
@@ -77,6 +77,7 @@ class EGraph:
         self.defs: dict[int, ENode] = {}  # handle -> how it was made (children as handles)
         self._pending: dict[str, list[tuple[Any, ...]]] = {}
         self._next = 0
+        self._flushed = 0  # handles below this egglog has
         # match relations, shared by the queries whose columns (the skipped first) have the same sorts:
         # (sorts, skipped columns) -> relation, and each relation's queries by name
         self._relations: dict[tuple[tuple[str, ...], int], str] = {}
@@ -98,7 +99,10 @@ class EGraph:
 (relation EP (i64 i64 i64))
 (rule ((EP k t i)) ((union (H k) (P (H t) i))) :ruleset load)
 (relation Same (i64 i64))
-(rule ((Same a b)) ((union (H a) (H b))) :ruleset load)""")
+(rule ((Same a b)) ((union (H a) (H b))) :ruleset load)
+(function Shut (T) i64 :merge (max old new))
+(relation ShutH (i64 i64))
+(rule ((ShutH k v)) ((set (Shut (H k)) v)) :ruleset load)""")
 
     def _run(self, program: str) -> list[Any]:
         return self.egg.run_program(*self.egg.parse_program(program))
@@ -150,10 +154,16 @@ class EGraph:
         self.types[k] = types
         return k
 
-    def flush(self) -> bool:
-        """Hand the pending facts to egglog (one file per relation) and build their e-nodes."""
+    def flush(self, closed: Container[int] = frozenset(), opened: Container[int] = frozenset()) -> bool:
+        """Hand the pending facts to egglog (one file per relation) and build their e-nodes. A class
+        with a new handle `closed` is not matched at the `skip` columns of queries (`add_query`),
+        unless it has a handle `opened` too: each handle's class gets the larger of 0, 1 (closed) and
+        2 (opened) its handles were given, and a query asks for anything but 1."""
         if not self._pending:
             return False
+        self._pending["ShutH"] = [(k, 2 if k in opened else 1 if k in closed else 0)
+                                  for k in range(self._flushed, self._next)]
+        self._flushed = self._next
         commands = []
         for rel, rows in self._pending.items():
             path = Path(self._tmp.name) / f"{rel}.tsv"
@@ -169,7 +179,10 @@ class EGraph:
                   merge: bool = False, skip: Sequence[int] = ()) -> None:
         """Matches of the rule body `atoms` (egglog patterns), read back as `Snapshot.rows[name]`; `merge`
         puts the rule in the ruleset of multi-output rules, which `match` runs only when asked; `skip`
-        names the columns whose classes `snapshot` may leave out.
+        names the columns whose classes `snapshot` may leave out, and egglog matches no class closed
+        there (`flush`): so it does not make the rows `snapshot` would leave out for every query
+        (NasRNN's second iteration: 145,000 of 150,000 merge rows, 0.75-1.2 s of converting them
+        only to leave them out, Zen 1).
 
         Queries share a relation when their columns, `skip`'s first, have the same sorts; a row's
         first value names its query. Egglog's cost of a command grows with the relations declared: a
@@ -188,7 +201,8 @@ class EGraph:
         query = _Query(len(self._queries[relation]), tuple(order.index(i) + 1 for i in range(len(order))))
         self._queries[relation][name] = query
         head = f"({relation} {query.id} {' '.join(columns[i] for i in order)})"
-        self._run(f"{declare}(rule ({' '.join(atoms)}) ({head}) :ruleset {'merge' if merge else 'match'})")
+        body = " ".join([*atoms, *(f"(!= (Shut {columns[i]}) 1)" for i in skip)])
+        self._run(f"{declare}(rule ({body}) ({head}) :ruleset {'merge' if merge else 'match'})")
 
     def add_commutative(self, op: str) -> None:
         self._run(f'(rewrite (A2 "{op}" s a b) (A2 "{op}" s b a) :ruleset comm)')
@@ -207,8 +221,8 @@ class EGraph:
         a match again only when a new fact takes part in it, and reading every earlier match back
         each iteration was most of a snapshot's time (NasRNN: 500,000 rows a snapshot). Rows of
         query `name` whose `skip` columns (`add_query`) hold a class with a handle in `skipped` are
-        left out before they are converted (NasRNN's second iteration: 145,000 of 150,000 merge rows),
-        unless `except_for` maps that handle to a query other than `name`."""
+        left out before they are converted, unless `except_for` maps that handle to a query other than
+        `name` (egglog makes no row whose class has no open handle: `add_query`)."""
         frozen = self.egg.freeze().functions
         ids: defaultdict[Any, int] = defaultdict(count().__next__)  # egglog value -> class, numbered as met
         cls = ids.__getitem__
