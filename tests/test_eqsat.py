@@ -157,19 +157,26 @@ def test_breaking_cycles_drops_the_newest_node_of_each():
     assert lunch is not None and lunch[1] == concat and lunch[0] == a_split
 
 
+def merge_program() -> tuple[dict[int, list[ENode]], dict[tuple[int, ENode], float], ENode]:
+    """Two matmuls of one input (classes 0 and 3, each also a projection of the merged matmul's split)
+    read by one add (class 4): the e-nodes by class, their costs (a matmul 1, the rest free), the merge."""
+    x, k, k1, k2 = (ENode("input", i, ()) for i in range(4))
+    merged, split = ENode("matmul", 0, (10, 13)), ENode("split", 0, (1,))
+    nodes = {0: [ENode("matmul", 0, (10, 11)), ENode("P", -1, (2,), 0)], 3: [ENode("matmul", 0, (10, 12)),
+             ENode("P", -1, (2,), 1)], 1: [merged], 2: [split], 10: [x], 11: [k], 12: [k1], 13: [k2],
+             4: [ENode("add", 0, (0, 3))]}
+    cost = {(c, n): 0.0 if n.op in ("input", "P", "split") else 1.0 for c, ns in nodes.items() for n in ns}
+    return nodes, cost, merged
+
+
 def test_the_program_improves_on_its_first_incumbent_and_prints_nothing():
     """The exact extraction starts from greedy's choice (the two matmuls) and still finds the merge; and
     it writes nothing to stdout, which `taso optimize --json` owns: `highspy.Highs()` prints HiGHS's
     banner there, once per process, before any option can turn it off (so a fresh process here)."""
     script = """
-from taso_py.search.egraph import ENode
 from taso_py.search.extract import greedy, ilp
-x, k, k1, k2 = (ENode("input", i, ()) for i in range(4))
-merged, split = ENode("matmul", 0, (10, 13)), ENode("split", 0, (1,))
-nodes = {0: [ENode("matmul", 0, (10, 11)), ENode("P", -1, (2,), 0)], 3: [ENode("matmul", 0, (10, 12)),
-         ENode("P", -1, (2,), 1)], 1: [merged], 2: [split], 10: [x], 11: [k], 12: [k1], 13: [k2],
-         4: [ENode("add", 0, (0, 3))]}
-cost = {(c, n): 0.0 if n.op in ("input", "P", "split") else 1.0 for c, ns in nodes.items() for n in ns}
+from tests.test_eqsat import merge_program
+nodes, cost, merged = merge_program()
 start = greedy(nodes, cost)
 assert start[0].op == "matmul" and start[3].op == "matmul"
 choice = ilp(nodes, cost, [4], 5.0, start)
@@ -184,12 +191,7 @@ def test_the_neighbourhoods_answer_stands_when_the_whole_program_has_no_time(mon
     """The program first solves its relaxation's neighbourhood, which holds the merge; when the whole
     program then gets no time (HiGHS has no answer), the neighbourhood's merge is the answer, not
     nothing (the search wrote the original graph so once)."""
-    x, k, k1, k2 = (ENode("input", i, ()) for i in range(4))
-    merged, split = ENode("matmul", 0, (10, 13)), ENode("split", 0, (1,))
-    nodes = {0: [ENode("matmul", 0, (10, 11)), ENode("P", -1, (2,), 0)], 3: [ENode("matmul", 0, (10, 12)),
-             ENode("P", -1, (2,), 1)], 1: [merged], 2: [split], 10: [x], 11: [k], 12: [k1], 13: [k2],
-             4: [ENode("add", 0, (0, 3))]}
-    cost = {(c, n): 0.0 if n.op in ("input", "P", "split") else 1.0 for c, ns in nodes.items() for n in ns}
+    nodes, cost, merged = merge_program()
     run = extract._Program._run
     calls = []
 

@@ -7,7 +7,8 @@ e-class also holds one or more handles `(H k)`: the integers through which this 
 classes to egglog, since egglog values cannot be written back into commands.
 
 Python adds facts in bulk: rows of the relations `E<n>` (a new node k = op(attrs, children)),
-`EP` (k = output i of a tuple) and `Same` (two handles are equal), written as tab-separated
+`EP` (k = output i of a tuple), `Same` (two handles are equal) and `ShutH` (whether k's class is
+closed to merge queries: `EGraph.flush`), written as tab-separated
 files and read with egglog's `input` (a command per fact costs egglog a rule compilation each;
 this is thousands of times faster), then the `load` ruleset turns them into e-nodes and unions.
 Egglog does the rest: hash-consing, congruence closure, and the relational e-matching of the
@@ -181,8 +182,8 @@ class EGraph:
         puts the rule in the ruleset of multi-output rules, which `match` runs only when asked; `skip`
         names the columns whose classes `snapshot` may leave out, and egglog matches no class closed
         there (`flush`): so it does not make the rows `snapshot` would leave out for every query
-        (NasRNN's second iteration: 145,000 of 150,000 merge rows, 0.75-1.2 s of converting them
-        only to leave them out, Zen 1).
+        (NasRNN's second iteration: 145,000 of 150,000 merge rows; its snapshot took 0.76 s, 0.28 s
+        so, and egglog's matching 0.1 s longer, Zen 1).
 
         Queries share a relation when their columns, `skip`'s first, have the same sorts; a row's
         first value names its query. Egglog's cost of a command grows with the relations declared: a

@@ -347,7 +347,7 @@ class _Saturation:
         added = self.flatten_splits(snap)
         for p in self.patterns:
             pairs: list[tuple[tuple[int, ...], _Builder]] = []
-            rows, first = self._ordered(p, snap)
+            rows, oldest = self._ordered(p, snap)
             for row in rows:
                 if self.eg.handles >= node_limit:
                     return added
@@ -360,7 +360,7 @@ class _Saturation:
                     added = True
                     pairs.append((row, built))
             if pairs and p.merge:
-                added = self._chain(p, pairs, first, snap, const, node_limit) or added
+                added = self._chain(p, pairs, oldest, snap, const, node_limit) or added
         return added
 
     def _ordered(self, p: _Pattern, snap: Snapshot) -> tuple[list[tuple[int, ...]], dict[int, int]]:
