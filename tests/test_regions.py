@@ -270,17 +270,26 @@ def test_a_context_that_is_most_of_the_model_is_timed_as_the_whole_model(tmp_pat
 
 def test_the_search_extracts_again_without_a_rewrite_slower_in_context(tmp_path, monkeypatch):
     """Equality saturation with `acceptance.InContext` as its judge: every context timed 5x slower
-    after the rewrite (ORT's timing replaced here) sends extraction back, first without the merge's
-    e-nodes (the same merge comes back with its weights in the other order), then with the matmuls
-    kept as they were: the graph as it was. Timed 5x faster, the merge stays, timed once."""
+    after the rewrite (ORT's timing replaced here) sends extraction back without the merge's e-nodes:
+    the graph as it was, one region timed. With the merge made both ways round too (`_ordered`
+    patched, as before merges were made one way), the same merge comes back with its weights in the
+    other order; found slower a second time, the place keeps its own e-nodes: two timed. Timed 5x
+    faster, the merge stays, timed once."""
     start = _merges_between_neighbours()
     settings = EqsatSettings(rounds=1)
-    for ratio, splits, timed in ((5.0, 0, 2), (0.2, 1, 1)):
+
+    def both_ways(self, p, snap):
+        return snap.rows.get(p.name, []), ordered(self, p, snap)[1]
+
+    ordered = eqsat._Saturation._ordered
+    for ratio, one_way, splits, timed in ((5.0, True, 0, 1), (5.0, False, 0, 2), (0.2, True, 1, 1)):
+        monkeypatch.setattr(eqsat._Saturation, "_ordered", ordered if one_way else both_ways)
         monkeypatch.setattr("taso_py.cost.context.latency", lambda *args, r=ratio, **kw: Latency(1.0, r, 10, 1))
-        timings = ContextTimings(1, OnnxOrigin(), OpCount(), tmp_path / f"context{ratio}.json")
+        path = tmp_path / f"context{ratio}{one_way}.json"
+        timings = ContextTimings(1, OnnxOrigin(), OpCount(), path)
         judged = eqsat.search(start, RULES, OpCount(), settings, judge=InContext(timings))
         assert sum(n.op.name == "split" for n in judged.graph.nodes.values()) == splits
-        assert timings.timed == timed and (tmp_path / f"context{ratio}.json").exists()
+        assert timings.timed == timed and path.exists()
         _same_outputs(start, judged.graph)
 
 

@@ -161,8 +161,8 @@ def search(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: Eqsa
     rewrite does in context corrects the cost model's per-operator prices while the alternatives are
     still at hand. The first time a place is found slower, the e-nodes its region was built from are
     left out (the 2-way merge may pay where the 3-way one does not); the second time, what the region
-    replaced is kept as it was (its classes take the graph's own e-nodes: a merge comes back in
-    another order of its operands, as often as there are orders). The judge's time (timing small
+    replaced is kept as it was (its classes take the graph's own e-nodes: another rewrite of the
+    place comes back otherwise, as a merge in the other order of its operands did before `_ordered`). The judge's time (timing small
     models, cached) moves the time bound on, as pricing e-nodes does for the extraction; `seconds`
     includes it."""
     settings = settings or EqsatSettings()
