@@ -162,9 +162,9 @@ def search(graph: Graph, rules: Sequence[Rule], model: CostModel, settings: Eqsa
     still at hand. The first time a place is found slower, the e-nodes its region was built from are
     left out (the 2-way merge may pay where the 3-way one does not); the second time, what the region
     replaced is kept as it was (its classes take the graph's own e-nodes: another rewrite of the
-    place comes back otherwise, as a merge in the other order of its operands did before `_ordered`). The judge's time (timing small
-    models, cached) moves the time bound on, as pricing e-nodes does for the extraction; `seconds`
-    includes it."""
+    place comes back otherwise, as a merge in the other order of its operands did before `_ordered`).
+    The judge's time (timing small models, cached) moves the time bound on, as timing operators does
+    for the extraction; `seconds` includes it."""
     settings = settings or EqsatSettings()
     began = started = time.perf_counter()  # `started` moves on by the judge's time, the bound's origin
     cost0 = graph_cost(graph, model)
