@@ -230,7 +230,7 @@ def test_a_chain_of_merges_is_one_flat_split_after_one_pass():
             return {len(eg.attrs[e.attr].sizes) for es in snap.nodes.values() for e in es if e.op == "split"}
 
         assert max(widths()) == 2
-        assert saturation.flatten_splits(snap)
+        assert saturation.flatten_splits(snap, 20000)
         snap = snapshot()
         assert max(widths()) == n
     finally:
