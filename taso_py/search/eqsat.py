@@ -27,7 +27,7 @@ merges can merge again there.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -440,59 +440,48 @@ class _Saturation:
 
     def flatten_splits(self, snap: Snapshot, node_limit: int) -> bool:
         """`split(split(x)[i])` on the same axis is the wider `split(x)` (graph.normalize.flatten_splits,
-        as equalities), to a fixpoint in one step: a flat split is flattened again with the split
-        whose output its source is, so a chain of n two-way merges, n - 1 splits deep, is priced as
-        the one split it becomes. One level a step left NasRNN's eight-way merges nested in the
-        e-graph that 5 s saturate, their splits priced as copies at every level: 1.632x against the
-        1.651x of four steps, with exact extractions. A pass stops after `node_limit` handles: an LSTM
-        cell's gate splits, each flattened with every subset of the others, made 430,000 picks in
-        115 s of one pass."""
+        as equalities): each split is made equal to its finest flat form, each output replaced by the
+        finest split on the axis that reads it, all the way down (`_finest`). So a chain of n
+        two-way merges, n - 1 splits deep, is priced as the one split it becomes, and makes one flat
+        split per merge. Flattening a level at a time to a fixpoint made every partial form as well:
+        an LSTM cell's merge chains made 790 splits, each timed in ORT on a cold cache (9 s), and its
+        gate splits, flattened with every subset of the others, 430,000 picks in 115 s of one pass
+        before the pass was bounded. A pass still stops after `node_limit` handles."""
         eg, op = self.eg, ops.get("split")
-        split: dict[int, tuple[int, int]] = {}  # a split's tuple handle -> (its attributes' id, the class it reads)
+        split: dict[int, tuple[Any, int]] = {}  # a split's tuple handle -> (its attributes, the class it reads)
         for c, nodes in snap.nodes.items():
             for n in nodes:
                 if n.op == "split":
-                    split.setdefault(snap.handle[c], (n.attr, n.children[0]))
+                    split.setdefault(snap.handle[c], (eg.attrs[n.attr], n.children[0]))
+        readers: dict[int, list[int]] = {}  # a class -> the splits that read it
+        for h, (_, source) in split.items():
+            readers.setdefault(source, []).append(h)
         output: dict[tuple[int, int], int] = {}  # (a split's tuple handle, index) -> that output's class
-        outer: dict[int, list[tuple[int, int]]] = {}  # a class -> the (split, index) it is the output of
         for c, nodes in snap.nodes.items():
             for n in nodes:
                 if n.op == "P" and snap.handle[n.children[0]] in split:
                     output[(snap.handle[n.children[0]], n.index)] = c
-                    outer.setdefault(c, []).append((snap.handle[n.children[0]], n.index))
-        readers: dict[int, list[int]] = {}  # a class -> the splits that read it
-        for h, (_, source) in split.items():
-            readers.setdefault(source, []).append(h)
-        todo, added, first = list(split), False, eg.handles
-        while todo:
-            inner = todo.pop()
-            b_attr, source = split[inner]
-            b = eg.attrs[b_attr]
-            for above, i in list(outer.get(source, ())):
-                a_attr, below = split[above]
-                a = eg.attrs[a_attr]
-                key = ("flat", snap.handle[source], b_attr, snap.handle[below], a_attr, i)
-                if a.axis != b.axis or key in self.done:
-                    continue
-                if eg.handles >= first + node_limit:
-                    return added
-                self.done.add(key)
-                in_types = [eg.types[snap.handle[below]][0]]
-                attrs = op.canonical(op.make_attrs(axis=a.axis, sizes=(*a.sizes[:i], *b.sizes, *a.sizes[i + 1:])),
-                                     in_types)
-                flat = eg.node("split", eg.intern("split", attrs), [snap.handle[below]], op.infer(in_types, attrs))
-                split[flat] = (eg.defs[flat].attr, below)
-                readers.setdefault(below, []).append(flat)
-                places = [*((above, j) for j in range(i)), *((inner, k) for k in range(len(b.sizes))),
-                          *((above, j) for j in range(i + 1, len(a.sizes)))]
-                for j, place in enumerate(places):
-                    eg.union(eg.pick(place[0], place[1]), eg.pick(flat, j))
-                    if place in output:  # the splits that read this output meet the flat one too
-                        output[(flat, j)] = c = output[place]
-                        outer[c].append((flat, j))
-                        todo.extend(readers.get(c, ()))
-                todo.append(flat)
-                added = True
+        finest = _Finest(split, readers, output)
+        added, first = False, eg.handles
+        for h in sorted(split):
+            places = finest.places(h)
+            attrs, source = split[h]
+            if len(places) == len(attrs.sizes):
+                continue  # no output is split further on its axis
+            sizes = tuple(split[s][0].sizes[i] for s, i in places)
+            below = snap.handle[source]
+            key = ("flat", below, attrs.axis, sizes)
+            if key in self.done:
+                continue
+            if eg.handles >= first + node_limit:
+                return added
+            self.done.add(key)
+            in_types = [eg.types[below][0]]
+            flat_attrs = op.canonical(op.make_attrs(axis=attrs.axis, sizes=sizes), in_types)
+            flat = eg.node("split", eg.intern("split", flat_attrs), [below], op.infer(in_types, flat_attrs))
+            for j, (s, i) in enumerate(places):
+                eg.union(eg.pick(s, i), eg.pick(flat, j))
+            added = True
         return added
 
     def _apply(self, p: _Pattern, row: dict[str, int], snap: Snapshot, const: set[int]) -> _Builder | None:
@@ -553,6 +542,36 @@ class _Saturation:
             return inst if all(holds(c, inst) for c in self.rules[p.rule].where) else None
         except (Undefined, KeyError):
             return None
+
+
+class _Finest:
+    """The finest flat form of each split of a snapshot (`_Saturation.flatten_splits`): its outputs
+    in order, each replaced by the places of the finest split on the same axis that reads it (the one
+    with most outputs in the end, the oldest of equals), recursively."""
+
+    def __init__(self, split: Mapping[int, tuple[Any, int]], readers: Mapping[int, list[int]],
+                 output: Mapping[tuple[int, int], int]) -> None:
+        self.split, self.readers, self.output = split, readers, output
+        self._memo: dict[int, list[tuple[int, int]]] = {}
+        self._open: set[int] = set()  # splits being flattened: a split of its own output is not nested
+
+    def places(self, h: int) -> list[tuple[int, int]]:
+        """The (split, index) outputs that split `h` is cut into at its finest."""
+        if h in self._memo:
+            return self._memo[h]
+        self._open.add(h)
+        attrs = self.split[h][0]
+        places: list[tuple[int, int]] = []
+        for i in range(len(attrs.sizes)):
+            inner = [s for s in self.readers.get(self.output.get((h, i), -1), ())
+                     if s not in self._open and self.split[s][0].axis == attrs.axis]
+            if inner:
+                places += max((self.places(s) for s in sorted(inner)), key=len)
+            else:
+                places.append((h, i))
+        self._open.discard(h)
+        self._memo[h] = places
+        return places
 
 
 class _Builder:
