@@ -87,6 +87,7 @@ class Jittered:
     seed: int
     name: str = "jittered"
     unit: str = "ms"
+    seconds = 0.0  # nothing is timed (not a field)
 
     def cost(self, call: OpCall) -> float:
         digest = hashlib.blake2b(f"{self.seed}|{call.key}".encode(), digest_size=8).digest()

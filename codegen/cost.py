@@ -37,6 +37,7 @@ class KernelCost:
     threads: int = field(default_factory=lambda: os.cpu_count() or 1)
     name: str = "compiled"
     unit: str = "ms"
+    seconds = 0.0  # nothing is timed (not a field)
 
     def cost(self, call: OpCall) -> float:
         op = call.op.name

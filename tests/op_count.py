@@ -11,7 +11,7 @@ from taso_py.cost.model import OpCall
 
 
 class OpCount:
-    name, unit = "ops", "ops"
+    name, unit, seconds = "ops", "ops", 0.0
 
     def cost(self, call: OpCall) -> float:
         return 0.1 if call.op.name == "split" else 1.0

@@ -22,6 +22,7 @@ class Roofline:
     overhead_us: float = 3.0
     name: str = "analytical"
     unit: str = "ms"
+    seconds = 0.0  # nothing is timed (not a field)
 
     def cost(self, call: OpCall) -> float:
         """Milliseconds: the slower of compute and memory traffic, plus the per-operator overhead."""

@@ -52,6 +52,11 @@ class CostModel(Protocol):
 
     def cost(self, call: OpCall) -> float: ...
 
+    @property
+    def seconds(self) -> float:
+        """Seconds spent timing operators in this process (`Measured`), 0 for a model that times
+        nothing: the search's time bound moves on by it (`search.extract.extract`)."""
+
     def prepare(self, calls: Iterable[OpCall]) -> None:
         """Price many calls at once before the search asks for them one by one (optional work)."""
 

@@ -347,8 +347,7 @@ class _Saturation:
         added = self.flatten_splits(snap, node_limit)
         for p in self.patterns:
             pairs: list[tuple[tuple[int, ...], _Builder]] = []
-            rows, oldest = self._ordered(p, snap)
-            for row in rows:
+            for row in self._ordered(p, snap):
                 if self.eg.handles >= node_limit:
                     return added
                 key = (p.rule, row)
@@ -360,30 +359,25 @@ class _Saturation:
                     added = True
                     pairs.append((row, built))
             if pairs and p.merge:
-                added = self._chain(p, pairs, oldest, snap, const, node_limit) or added
+                added = self._chain(p, pairs, snap, const, node_limit) or added
         return added
 
-    def _ordered(self, p: _Pattern, snap: Snapshot) -> tuple[list[tuple[int, ...]], dict[int, int]]:
+    def _ordered(self, p: _Pattern, snap: Snapshot) -> list[tuple[int, ...]]:
         """`p`'s rows, but of a merge matched both ways round (`x, y` and `y, x`) only the way of the
         older first: the other makes the same operators with their parts the other way round, and
         an extraction that took one way for one group and the other for the next (the cost is the
         same) left two merges no later rule merges, `matmul(a, concat(w0, w1))` beside
-        `matmul(b, concat(w1, w0))`. Also, for a merge, the oldest sibling each first source was
-        matched with, both ways round counted (`_chain` grows a group from its oldest only)."""
+        `matmul(b, concat(w1, w0))`."""
         rows = snap.rows.get(p.name, [])
         if not p.merge:
-            return rows, {}
+            return rows
         first, second = p.root_columns
         rank = snap.handle
         both = {(row[first], row[second]) for row in rows}
-        oldest: dict[int, int] = {}
-        for x, y in both:
-            oldest[x] = min(oldest.get(x, rank[y]), rank[y])
-        kept = [row for row in rows if rank[row[first]] < rank[row[second]] or (row[second], row[first]) not in both]
-        return kept, oldest
+        return [row for row in rows if rank[row[first]] < rank[row[second]] or (row[second], row[first]) not in both]
 
-    def _chain(self, p: _Pattern, pairs: list[tuple[tuple[int, ...], _Builder]], oldest: dict[int, int],
-               snap: Snapshot, const: set[int], node_limit: int) -> bool:
+    def _chain(self, p: _Pattern, pairs: list[tuple[tuple[int, ...], _Builder]], snap: Snapshot,
+               const: set[int], node_limit: int) -> bool:
         """Grow each group of siblings a merge rule paired into one merge of them all, a sibling at a
         time: the rule again on the operator the last merge made and the next sibling (in the order
         of their first handles), matched here (`bind`) rather than by egglog in a later iteration.
@@ -392,6 +386,10 @@ class _Saturation:
         group's merge is recorded in `finals`, for the other merge rules to merge in later iterations."""
         first, second = p.root_columns
         rank = snap.handle
+        oldest: dict[int, int] = {}  # each first source's oldest partner in all the rows, either way round
+        for row in snap.rows.get(p.name, []):
+            x, y = row[first], row[second]
+            oldest[x] = min(oldest.get(x, rank[y]), rank[y])
         partners: dict[int, list[tuple[tuple[int, ...], _Builder]]] = {}
         for row, built in pairs:
             partners.setdefault(row[first], []).append((row, built))

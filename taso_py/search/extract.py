@@ -61,7 +61,7 @@ def extract(graph: Graph, eg: EGraph, snap: Snapshot, loaded: Mapping[int, int],
     rewrites found slower where they sit: `search.eqsat`). `loaded` maps each node id of `graph` to its e-node's handle,
     `tensors` each tensor to its class's. The integer program gets the time left before `deadline`
     (a `time.perf_counter()` value, moved on by the time the cost model spent timing new operators
-    while pricing the e-nodes, its `seconds` where it has them: with measured costs and a cold
+    while pricing the e-nodes, its `seconds`: with measured costs and a cold
     cache, NasRNN's new operators take 8 s to time, which left the program nothing; the rest of the
     pricing, 0.13 s of arithmetic on NasRNN, is the extraction's)
     less what building the greedy graph took, since its own graph is built after it, and
@@ -71,9 +71,9 @@ def extract(graph: Graph, eg: EGraph, snap: Snapshot, loaded: Mapping[int, int],
         snap = Snapshot(snap.class_of, snap.handle, {c: [n for n in ns if (c, n) not in banned]
                                                      for c, ns in snap.nodes.items()}, snap.rows)
     const = constant_classes(eg, snap)
-    timing = getattr(model, "seconds", 0.0)  # `cost.measured.Measured`: seconds spent timing in ORT
+    timing = model.seconds
     cost = _node_costs(eg, snap, const, model)
-    deadline += getattr(model, "seconds", 0.0) - timing
+    deadline += model.seconds - timing
     outputs = [snap.class_of[tensors[r]] for r in graph.outputs]
     original = set(loaded.values())
     origin = {eg.enode(h, snap): node_id for node_id, h in loaded.items()}  # the graph's own e-nodes
