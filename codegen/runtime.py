@@ -356,4 +356,4 @@ def side_by_side(original: CompiledModel, optimized: CompiledModel, runs: int = 
             t = time.perf_counter()
             model.run(feeds)
             out.append((time.perf_counter() - t) * 1e3)
-    return Latency(statistics.median(samples[0]), statistics.median(samples[1]), len(samples[0]), os.cpu_count() or 1)
+    return Latency.of(samples[0], samples[1], os.cpu_count() or 1)

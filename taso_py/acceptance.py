@@ -10,7 +10,8 @@ small model in ORT), which predicts what each group saves in the whole model; re
 save nothing are reverted untimed, each on its own (one signature may pay in one place and not in
 another), the rest of each group is tried, most promising first: the model with the
 group applied is timed against the model as accepted so far, runs interleaved, and the group is kept
-only if ORT runs it faster. Whole-model timings are what decides.
+only if ORT runs it faster beyond the timings' noise (`runtime.Latency.pays`: a sign test over the
+runs in turn). Whole-model timings are what decides.
 """
 
 from __future__ import annotations
@@ -172,7 +173,7 @@ def accept(model: OnnxModel, start: Graph, rewritten: Graph, cost: CostModel, fe
             paying = paying + (price if price is not None else Price(0.0, 0.0, 1 - 1 / predicted))
             candidate_file = _write(model, candidate, Path(tmp) / f"group{k}.onnx")
             measured = settled_latency(current_file, candidate_file, feeds, threads, runs)
-            kept = measured.speedup > 1.0
+            kept = measured.pays
             trials.append(Trial(change, len(members), predicted, measured, kept, "", in_context))
             if kept:
                 current, current_cost, current_file = candidate, candidate_cost, candidate_file

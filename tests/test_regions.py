@@ -127,12 +127,12 @@ def test_a_close_call_is_timed_again_with_more_runs(monkeypatch):
     twice the runs, and the second stands; a clear one (1.5x) is not timed again."""
     from taso_py import runtime
 
-    for first, calls in ((Latency(1.01, 1.0, 10, 2), 2), (Latency(1.5, 1.0, 10, 2), 1)):
+    for first, calls in ((Latency(1.01, 1.0, 10, 2, 6), 2), (Latency(1.5, 1.0, 10, 2, 10), 1)):
         timed = []
 
         def fake(a, b, feeds, threads, runs, min_seconds=1.0, first=first, timed=timed):
             timed.append((runs, min_seconds))
-            return first if len(timed) == 1 else Latency(0.98, 1.0, runs, threads)
+            return first if len(timed) == 1 else Latency(0.98, 1.0, runs, threads, 0)
 
         monkeypatch.setattr(runtime, "latency", fake)
         result = runtime.settled_latency("a.onnx", "b.onnx", {}, 2, 10)
@@ -250,7 +250,7 @@ def test_a_context_that_is_most_of_the_model_is_timed_as_the_whole_model(tmp_pat
 
     def timed(before, after, feeds, threads, runs, min_seconds):
         seconds.append(min_seconds)
-        return Latency(2.0, 1.0, runs, threads)
+        return Latency(2.0, 1.0, runs, threads, runs)
 
     monkeypatch.setattr("taso_py.cost.context.latency", timed)
     for layers, share in ((1, 1.0), (3, 1 / 3)):
@@ -284,7 +284,8 @@ def test_the_search_extracts_again_without_a_rewrite_slower_in_context(tmp_path,
     ordered = eqsat._Saturation._ordered
     for ratio, one_way, splits, timed in ((5.0, True, 0, 1), (5.0, False, 0, 2), (0.2, True, 1, 1)):
         monkeypatch.setattr(eqsat._Saturation, "_ordered", ordered if one_way else both_ways)
-        monkeypatch.setattr("taso_py.cost.context.latency", lambda *args, r=ratio, **kw: Latency(1.0, r, 10, 1))
+        faked = Latency(1.0, ratio, 10, 1, 10 * (ratio < 1))
+        monkeypatch.setattr("taso_py.cost.context.latency", lambda *args, t=faked, **kw: t)
         path = tmp_path / f"context{ratio}{one_way}.json"
         timings = ContextTimings(1, OnnxOrigin(), OpCount(), path)
         judged = eqsat.search(start, RULES, OpCount(), settings, judge=InContext(timings))
@@ -305,6 +306,35 @@ def test_a_region_ort_cannot_time_in_context_is_left_unpriced(tmp_path, monkeypa
     timings = ContextTimings(1, OnnxOrigin(), OpCount(), tmp_path / "context.json")
     assert [timings.region(start, rewritten, r) for r in diff(start, rewritten)] == [None]
     assert timings.times == {}
+
+
+def test_faster_beyond_chance():
+    """`Latency.pays`: the optimized model the faster in 15 of 20 runs in turn is beyond chance (a fair
+    coin does it 2.1% of the time); in 13 of 20 it is not (13.2%), though its median is lower."""
+    fast = Latency.of([1.0] * 20, [0.9] * 15 + [1.1] * 5, 1)
+    assert fast.faster == 15 and fast.chance == pytest.approx(0.0207, abs=1e-4) and fast.pays
+    close = Latency.of([1.0] * 20, [0.9] * 13 + [1.1] * 7, 1)
+    assert close.speedup > 1.0 and close.chance == pytest.approx(0.1316, abs=1e-4) and not close.pays
+    assert Latency.of([1.0] * 5000, [0.99] * 2600 + [1.01] * 2400, 1).chance < 0.01  # thousands of pairs
+
+
+def test_a_group_faster_only_by_chance_is_reverted(tmp_path, monkeypatch):
+    """A group priced to pay in context whose whole-model timing has a lower median but is the faster
+    in only 11 of 20 runs in turn is reverted; faster in 18 of 20, it is kept."""
+    monkeypatch.setenv("TASO_CACHE_DIR", str(tmp_path))
+    start = _merges_between_neighbours()
+    rewritten = backtracking.search(start, RULES, OpCount(), Settings(timeout=10)).graph
+    (region,) = diff(start, rewritten)
+    timings = ContextTimings(2, OnnxOrigin(), Roofline())
+    pair, _ = timings.pair(start, rewritten, region)
+    timings.path.write_text(json.dumps({timings.key(*pair): [5.0, 1.0]}))
+    for faster, kept in ((11, False), (18, True)):
+        timed = Latency.of([1.0] * 20, [0.9] * faster + [1.1] * (20 - faster), 2)
+        monkeypatch.setattr("taso_py.acceptance.settled_latency", lambda *args, t=timed, **kw: t)
+        result = accept(OnnxModel(start), start, rewritten, Roofline(), _feeds(start), threads=2, runs=3)
+        (trial,) = result.trials
+        assert trial.measured == timed and trial.measured.speedup > 1.0 and trial.kept == kept
+        assert (result.graph.nodes.keys() == without_unused(start).nodes.keys()) != kept
 
 
 def test_a_group_slower_in_context_is_reverted_without_timing_the_whole_model(tmp_path, monkeypatch):
