@@ -24,7 +24,7 @@ from taso_py.codegen import isa
 from taso_py.codegen.errors import CodegenError
 from taso_py.codegen.target import Target
 from taso_py.errors import InputError, first_line
-from taso_py.runtime import Latency, random_arrays
+from taso_py.runtime import Latency, in_turn, random_arrays
 
 MANIFEST_VERSION = 1
 ORT_DEVICE = "cpu"  # where ONNX Runtime's IOBinding finds a region's buffers: this process's memory
@@ -344,16 +344,9 @@ def random_inputs(model: CompiledModel, seed: int = 0) -> dict[str, np.ndarray]:
 def side_by_side(original: CompiledModel, optimized: CompiledModel, runs: int = 10,
                  min_seconds: float = 1.0) -> Latency:
     """Two compiled modules of one model timed in turn on the same inputs (three warm-up runs each,
-    then interleaved, medians of at least `runs` each and `min_seconds`)."""
+    then in turn, `taso_py.runtime.in_turn`: medians of at least `runs` each and `min_seconds`)."""
     feeds = random_inputs(original)
     for model in (original, optimized):
         for _ in range(3):
             model.run(feeds)
-    samples: list[list[float]] = [[], []]
-    began = time.perf_counter()
-    while len(samples[0]) < runs or time.perf_counter() - began < min_seconds:
-        for model, out in zip((original, optimized), samples):
-            t = time.perf_counter()
-            model.run(feeds)
-            out.append((time.perf_counter() - t) * 1e3)
-    return Latency.of(samples[0], samples[1], os.cpu_count() or 1)
+    return in_turn(lambda: original.run(feeds), lambda: optimized.run(feeds), runs, min_seconds, os.cpu_count() or 1)

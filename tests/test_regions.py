@@ -25,7 +25,7 @@ from taso_py.graph.hashing import structure_hash
 from taso_py.graph.ir import Graph
 from taso_py.graph.regions import Region, apply, diff, in_context, without_unused
 from taso_py.onnx_io import OnnxModel, OnnxOrigin, to_onnx
-from taso_py.runtime import Latency, latency
+from taso_py.runtime import Latency, in_turn, latency
 from taso_py.search import backtracking, eqsat
 from taso_py.search.backtracking import Settings
 from taso_py.search.settings import EqsatSettings
@@ -306,6 +306,14 @@ def test_a_region_ort_cannot_time_in_context_is_left_unpriced(tmp_path, monkeypa
     timings = ContextTimings(1, OnnxOrigin(), OpCount(), tmp_path / "context.json")
     assert [timings.region(start, rewritten, r) for r in diff(start, rewritten)] == [None]
     assert timings.times == {}
+
+
+def test_each_model_runs_first_in_every_other_pair():
+    """`runtime.in_turn`: the optimized model is not always the second of a pair, which gains from
+    the first (its input in cache)."""
+    calls: list[int] = []
+    timed = in_turn(lambda: calls.append(0), lambda: calls.append(1), 4, 0.0, 1)
+    assert calls == [0, 1, 1, 0, 0, 1, 1, 0] and timed.runs == 4
 
 
 def test_faster_beyond_chance():

@@ -439,7 +439,7 @@ class _Saturation:
     def flatten_splits(self, snap: Snapshot, node_limit: int) -> bool:
         """`split(split(x)[i])` on the same axis is the wider `split(x)` (graph.normalize.flatten_splits,
         as equalities): each split is made equal to its finest flat form, each output replaced by the
-        finest split on the axis that reads it, all the way down (`_finest`). So a chain of n
+        finest split on the axis that reads it, all the way down (`_Finest`). So a chain of n
         two-way merges, n - 1 splits deep, is priced as the one split it becomes, and makes one flat
         split per merge. Flattening a level at a time to a fixpoint made every partial form as well:
         an LSTM cell's merge chains made 790 splits, each timed in ORT on a cold cache (9 s), and its
