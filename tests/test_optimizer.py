@@ -20,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 from benchmarks import models
 from taso_py import ops
 from taso_py.cost.analytical import Roofline
-from taso_py.cost.model import constant_nodes, graph_cost
+from taso_py.cost.model import OpCall, constant_nodes, graph_cost
 from taso_py.graph import evaluate
 from taso_py.graph.ir import Graph, Ref
 from taso_py.graph.normalize import IDENTITIES, flatten_splits, fold_batchnorm, fuse_activations
@@ -517,6 +517,19 @@ def test_a_timed_operators_inputs_keep_their_dtype_and_a_float_ones_sign():
         assert v.shape == (64, 33) and v.dtype == dtype.numpy
     v = _values(rng, TensorType((4096,), DType.FLOAT32))
     assert v.min() >= -0.5 and v.max() < 0.5 and (v < 0).mean() == pytest.approx(0.5, abs=0.05)
+
+
+def test_an_operator_of_a_scalar_input_is_timed(tmp_path: Path):
+    """A scalar input (shape ()) is fed as a 0-d array: numpy's arithmetic on a 0-d draw gives a numpy
+    scalar, which ONNX Runtime refuses ("Unable to handle object of type numpy.float32")."""
+    from taso_py.cost.measured import Measured, _values
+
+    for dtype in (DType.FLOAT32, DType.FLOAT16, DType.INT64):
+        v = _values(np.random.default_rng(0), TensorType((), dtype))
+        assert isinstance(v, np.ndarray) and v.shape == () and v.dtype == dtype.numpy
+    scalar = TensorType((), DType.FLOAT32)
+    call = OpCall(ops.get("mul"), ops.get("mul").make_attrs(), (scalar, scalar), (scalar,), (False, False))
+    assert Measured(1, None, tmp_path / "costs.json").cost(call) > 0
 
 
 def test_a_search_gets_the_rules_that_can_match_in_its_graph():

@@ -156,7 +156,8 @@ def _values(rng: np.random.Generator, t: TensorType) -> np.ndarray:
     """Values for an input of a one-node model: any will do for timing. Floats uniform in
     [-0.5, 0.5), drawn as float32, 3-4x faster than normal float64 values cast: a cold cache's
     Inception-v3 draws 426 inputs, 235 million elements in all (`taso optimize` on it: 20.2 s
-    instead of 23.9 s)."""
+    instead of 23.9 s). An array even for a scalar (shape ()): numpy's arithmetic on a 0-d draw gives
+    a numpy scalar, which ORT refuses as a feed (two transformer exports failed so on a cold cache)."""
     if t.dtype.is_float:
-        return (rng.random(t.known_shape, dtype=np.float32) - np.float32(0.5)).astype(t.dtype.numpy, copy=False)
-    return rng.standard_normal(t.known_shape).astype(t.dtype.numpy)
+        return np.asarray(rng.random(t.known_shape, dtype=np.float32) - np.float32(0.5), dtype=t.dtype.numpy)
+    return np.asarray(rng.standard_normal(t.known_shape), dtype=t.dtype.numpy)
