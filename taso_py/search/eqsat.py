@@ -447,18 +447,18 @@ class _Saturation:
         before the pass was bounded. A pass still stops after `node_limit` handles."""
         eg, op = self.eg, ops.get("split")
         split: dict[int, tuple[Any, int]] = {}  # a split's tuple handle -> (its attributes, the class it reads)
+        picks: list[tuple[int, ENode]] = []
         for c, nodes in snap.nodes.items():
             for n in nodes:
                 if n.op == "split":
                     split.setdefault(snap.handle[c], (eg.attrs[n.attr], n.children[0]))
+                elif n.op == "P":
+                    picks.append((c, n))
         readers: dict[int, list[int]] = {}  # a class -> the splits that read it
         for h, (_, source) in split.items():
             readers.setdefault(source, []).append(h)
-        output: dict[tuple[int, int], int] = {}  # (a split's tuple handle, index) -> that output's class
-        for c, nodes in snap.nodes.items():
-            for n in nodes:
-                if n.op == "P" and snap.handle[n.children[0]] in split:
-                    output[(snap.handle[n.children[0]], n.index)] = c
+        # (a split's tuple handle, index) -> that output's class
+        output = {(snap.handle[n.children[0]], n.index): c for c, n in picks if snap.handle[n.children[0]] in split}
         finest = _Finest(split, readers, output)
         added, first = False, eg.handles
         for h in sorted(split):
