@@ -4,6 +4,8 @@ constant folding and the networkx and text views."""
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 
 import networkx as nx
 import numpy as np
@@ -14,7 +16,7 @@ from taso_py.errors import GraphError, InputError, ShapeError
 from taso_py.graph import Graph, Ref, canonical_hash, dump, evaluate, fold_constants, to_networkx, validate
 from taso_py.graph.validate import problems
 from taso_py.onnx_io import load_model
-from taso_py.types import TensorType
+from taso_py.types import DType, TensorType
 
 X = TensorType((1, 4, 8, 8))
 RNG = np.random.default_rng(0)
@@ -41,6 +43,25 @@ def two_branch(order: str = "ab", names: str = "") -> Graph:
 
 def feeds() -> dict[str, np.ndarray]:
     return {"x": np.random.default_rng(1).standard_normal(X.shape).astype(np.float32)}
+
+
+def test_a_tensor_types_cached_hash_follows_its_value() -> None:
+    """Equal types hash alike however they were made: built, replaced, copied or pickled (a pickle
+    makes the type anew, so the hash is the loading process's), and a changed field changes it."""
+    import copy
+    import pickle
+
+    t = TensorType((2, 3), DType.FLOAT32)
+    same = [TensorType((2, 3)), dataclasses.replace(TensorType((2, 4)), shape=(2, 3)), copy.deepcopy(t),
+            pickle.loads(pickle.dumps(t))]
+    assert all(u == t and hash(u) == hash(t) for u in same)
+    assert len({t, *same, TensorType((3, 2)), TensorType((2, 3), DType.FLOAT16)}) == 3
+    assert pickle.loads(pickle.dumps(DType.INT64)) is DType.INT64
+    made = subprocess.run([sys.executable, "-c", "import pickle, sys; from taso_py.types import TensorType; "
+                           "sys.stdout.write(pickle.dumps(TensorType((2, 3))).hex())"],
+                          capture_output=True, text=True, check=True, timeout=60)
+    elsewhere = pickle.loads(bytes.fromhex(made.stdout))  # hashed in that process, with its DType ids
+    assert elsewhere == t and hash(elsewhere) == hash(t) and elsewhere in {t}
 
 
 def test_build_infers_types_and_validates() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 import signal
@@ -34,8 +35,9 @@ from taso_py.match.rewrite import apply, plan
 from taso_py.onnx_io import load_model, to_onnx
 from taso_py.optimizer import Directed, directed_rules, optimize, relevant
 from taso_py.runtime import compare_models, random_feeds
-from taso_py.search import eqsat
+from taso_py.search import backtracking, eqsat
 from taso_py.search.backtracking import Settings, search
+from taso_py.search.settings import EqsatSettings
 from taso_py.types import DType, TensorType
 from taso_py.verifier.encoding import encode_rule
 from taso_py.verifier.prover import prove
@@ -406,6 +408,28 @@ def test_batchnorm_after_a_convolution_folds_into_it():
     assert fold_batchnorm(g) == 1
     assert sorted(n.op.name for n in g.nodes.values() if n.op.algebra) == ["conv2d", "relu"]
     _same_outputs(before, g)
+
+
+def test_a_search_runs_with_the_cyclic_collector_paused(monkeypatch: pytest.MonkeyPatch):
+    """The collector is off while either search runs (it walked the search's live tuples again every
+    700 allocations) and on again after, also when the search fails."""
+    imported = load_model(models.build("squeezenet", "small"))
+    seen: list[bool] = []
+
+    def search(graph, *args, **kwargs):
+        seen.append(gc.isenabled())
+        if len(seen) == 3:
+            raise RuntimeError("a search that fails")
+        return backtracking.Outcome(graph, 1.0, 1.0, [])
+
+    monkeypatch.setattr(backtracking, "search", search)
+    monkeypatch.setattr(eqsat, "search", search)
+    assert gc.isenabled()
+    optimize(imported, DEFAULT, Roofline(), Settings(budget=1))
+    optimize(imported, DEFAULT, Roofline(), EqsatSettings())
+    with pytest.raises(RuntimeError):
+        optimize(imported, DEFAULT, Roofline(), Settings(budget=1))
+    assert seen == [False, False, False] and gc.isenabled()
 
 
 def _optimize_and_compare(source: onnx.ModelProto | Path, input_shapes: dict | None, feeds: dict) -> None:

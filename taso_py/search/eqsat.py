@@ -20,8 +20,8 @@ batched over time, one matmul per weight, then the weights merged into one matmu
 Saturation stops when an iteration adds nothing, or at the node, iteration or time bound; then
 `search.extract` picks the cheapest graph the e-graph represents under the same cost model as the
 α-search, greedily and as an integer program, and keeps the better of the two. That is one round;
-the next saturates the graph it extracted, while rounds gain and time is left, so that the other
-merges can merge again there.
+when asked for more (`EqsatSettings.rounds`), the next saturates the graph it extracted, while rounds
+gain and time is left, so that merged operators can merge again there.
 """
 
 from __future__ import annotations
@@ -330,8 +330,9 @@ class _Saturation:
         self.finals: dict[int, str] = {}  # handles of a chain's last merge -> the query that made it
         self.matches = 0
         # a match's key (rule, what decides its destination: see `_apply`) -> its instance, None where
-        # it does not hold; (key, destination term) -> the operator's attributes and types (`_Builder`)
+        # it does not hold; (key id, destination term) -> the operator's attributes and types (`_Builder`)
         self._bound: dict[tuple, Instance | None] = {}
+        self._ids: dict[tuple, int] = {}  # each key of `_bound` as a small int, cheaper to hash in `_typed`'s keys
         self._typed: dict[tuple, tuple[Any, tuple[TensorType, ...]] | None] = {}
 
     def snapshot(self) -> Snapshot:
@@ -503,11 +504,12 @@ class _Saturation:
                tuple(c in const for c in tensors.values()))
         if key not in self._bound:
             self._bound[key] = self._bind(p, row, tensors, types)
+            self._ids[key] = len(self._ids)
         inst = self._bound[key]
         if inst is None:
             return None
         rule = self.rules[p.rule]
-        built = _Builder(eg, snap, tensors, inst, const, self._typed, key)
+        built = _Builder(eg, snap, tensors, inst, const, self._typed, self._ids[key])
         try:
             outs = [built.term(t) for t in rule.dst]
         except (Undefined, AttrError, ShapeError, KeyError):
@@ -579,7 +581,7 @@ class _Builder:
     its children, as the first time."""
 
     def __init__(self, eg: EGraph, snap: Snapshot, tensors: dict[str, int], inst: Instance, const: set[int],
-                 typed: dict[tuple, tuple[Any, tuple[TensorType, ...]] | None], key: tuple) -> None:
+                 typed: dict[tuple, tuple[Any, tuple[TensorType, ...]] | None], key: int) -> None:
         self.eg, self.snap, self.tensors, self.inst, self.const = eg, snap, tensors, inst, const
         self.typed, self.key = typed, key
         self.made: list[int] = []

@@ -132,32 +132,41 @@ def prefer_originals(snap: Snapshot, choice: Choice, cost: Mapping[tuple[int, EN
 def constant_classes(eg: EGraph, snap: Snapshot) -> set[int]:
     """Classes computed from weights only: a weight, or an operator of the algebra over such classes."""
     const = {snap.class_of[h] for h in eg.weights}
-    changed = True
-    while changed:
-        changed = False
-        for c, nodes in snap.nodes.items():
-            if c not in const and any(_folds(n, const) for n in nodes):
-                const.add(c)
-                changed = True
-    return const
-
-
-def _folds(n: ENode, const: set[int]) -> bool:
-    op = ops.OPS.get(n.op)
-    return (n.op == "P" or (op is not None and op.algebra)) and bool(n.children) and all(x in const for x in n.children)
-
-
-def _node_costs(eg: EGraph, snap: Snapshot, const: set[int], model: CostModel) -> dict[tuple[int, ENode], float]:
-    out: dict[tuple[int, ENode], float] = {}
+    readers: dict[int, list[tuple[int, ENode]]] = {}  # a class -> the e-nodes that may fold and read it
     for c, nodes in snap.nodes.items():
         for n in nodes:
             op = ops.OPS.get(n.op)
-            if op is None or not op.algebra or n.op == "P" or (n.children and all(x in const for x in n.children)):
+            if n.children and (n.op == "P" or (op is not None and op.algebra)):
+                for x in set(n.children):
+                    readers.setdefault(x, []).append((c, n))
+    work = list(const)
+    while work:  # a class joins when some e-node of it reads only constant classes
+        x = work.pop()
+        for c, n in readers.get(x, ()):
+            if c not in const and all(y in const for y in n.children):
+                const.add(c)
+                work.append(c)
+    return const
+
+
+def _node_costs(eg: EGraph, snap: Snapshot, const: set[int], model: CostModel) -> dict[tuple[int, ENode], float]:
+    """Each e-node's cost, asked of `model` once per distinct call: an attribute id stands for its
+    operator and attributes, and NasRNN's 10,500 e-nodes make a few hundred calls (0.2 s of the
+    analytical model's arithmetic, Zen 1, when each was priced)."""
+    out: dict[tuple[int, ENode], float] = {}
+    priced: dict[tuple, float] = {}
+    for c, nodes in snap.nodes.items():
+        for n in nodes:
+            op = ops.OPS.get(n.op)
+            constant = tuple(x in const for x in n.children)
+            if op is None or not op.algebra or n.op == "P" or (constant and all(constant)):
                 out[(c, n)] = 0.0
                 continue
             ins = tuple(eg.types[snap.handle[x]][0] for x in n.children)
-            call = OpCall(op, eg.attrs[n.attr], ins, eg.types[snap.handle[c]], tuple(x in const for x in n.children))
-            out[(c, n)] = model.cost(call)
+            key = (n.attr, ins, constant)
+            if key not in priced:
+                priced[key] = model.cost(OpCall(op, eg.attrs[n.attr], ins, eg.types[snap.handle[c]], constant))
+            out[(c, n)] = priced[key]
     return out
 
 
@@ -198,7 +207,14 @@ def greedy(nodes: Mapping[int, list[ENode]], cost: Mapping[tuple[int, ENode], fl
 def ages(eg: EGraph, snap: Snapshot) -> dict[tuple[int, ENode], int]:
     """Each e-node Python made with the first handle it was made as (the input graph's come first);
     not those made after the snapshot (a rewrite whose destination turned out not to type)."""
-    return {eg.enode(h, snap): h for h in sorted(eg.defs, reverse=True) if h in snap.class_of}
+    class_of, defs = snap.class_of, eg.defs
+    out: dict[tuple[int, ENode], int] = {}
+    for h in sorted(defs, reverse=True):
+        c = class_of.get(h)
+        if c is not None:  # `EGraph.enode`, inlined: NasRNN has 20,000 handles
+            d = defs[h]
+            out[(c, ENode(d.op, d.attr, tuple(map(class_of.__getitem__, d.children)), d.index))] = h
+    return out
 
 
 def break_cycles(nodes: Mapping[int, list[ENode]], roots: list[int], age: Mapping[tuple[int, ENode], int]
@@ -255,7 +271,9 @@ def break_cycles(nodes: Mapping[int, list[ENode]], roots: list[int], age: Mappin
                 on_path[x] = len(path)
                 path.append((x, n))
                 pending.append(edges(x))
-    kept = {c: [n for n in ns if (c, n) not in dropped] for c, ns in nodes.items()}
+    kept = dict(nodes)  # only the classes that lost e-nodes are copied
+    for c in {c for c, _ in dropped}:
+        kept[c] = [n for n in nodes[c] if (c, n) not in dropped]
     return kept
 
 
@@ -326,36 +344,30 @@ class _Program:
         """The chosen e-nodes by class, None when HiGHS has no solution by `deadline`; `start`, the
         e-nodes of a feasible choice, is its first incumbent.
 
-        Before the whole program, a neighbourhood of its LP relaxation (RENS, as HiGHS runs it after
-        its root cuts): the operators that compute (not injective: matmuls, convolutions,
-        reductions) only where the relaxation or `start` uses them, the injective ones and the
-        picks free, as how a merge's outputs are cut apart (nested or flat splits) is what the
-        relaxation gets wrong. Its answer is the whole program's first incumbent, and the whole
-        program gets as long again as the relaxation and the neighbourhood took, within `deadline`
-        (none if they were cut short; all the time left if the neighbourhood found nothing): over
-        40 programs of the torch corpus, 1 or 4 s more of it never improved on the neighbourhood's
-        answer, and on NasRNN the search ended at 4.1 s, not 4.9 s (4477129's e-graph). On NasRNN's
+        A neighbourhood of the LP relaxation (RENS, as HiGHS runs it after its root cuts): the
+        operators that compute (not injective: matmuls, convolutions, reductions) only where the
+        relaxation or `start` uses them, the injective ones and the picks free, as how a merge's
+        outputs are cut apart (nested or flat splits) is what the relaxation gets wrong. Its answer
+        is taken; the whole program runs only when it finds none, with all the time left. Run after
+        it with its answer as the first incumbent, the whole program never improved on it: not on
+        40 programs of the torch corpus given 1 or 4 s more, nor on the 8 suite models' 9 programs
+        given as long again as the neighbourhood took (0.3 s of NasRNN's 2.9 s search). On NasRNN's
         program of an e-graph with its merges both ways round (5,981 e-nodes), the relaxation took
         0.25 s and the neighbourhood (4,925) 0.7 s to the best graph (cost 2.270); the whole program
         alone found it after 3.3 s, and with the relaxation's support alone (1,244 e-nodes) the best
         was 2.295, the same matmuls cut apart by 15 splits, not 10. On 4477129's (4,213 e-nodes),
         0.16 s and 0.65 s to the same graph. On NASNet-A's, the neighbourhood's graph is 0.12%
         cheaper than the whole program's first within its gap. (Zen 1.)"""
-        began = time.perf_counter()
         incumbent = None if start is None else np.array([float(key in start) for key in self.nodes])
-        whole = deadline  # the whole program's deadline
+        final = None
         relaxed = self._run(deadline, integer=False)
         if relaxed is not None:
             upper = (relaxed > 1e-6) | np.array([n.op == "P" or (n.op in ops.OPS and ops.OPS[n.op].fusion
                                                                  is ops.Fusion.INJECTIVE) for _, n in self.nodes])
-            part = self._run(deadline, integer=True, upper=upper if incumbent is None else upper | (incumbent > 0),
-                             start=incumbent)
-            if part is not None:
-                incumbent = np.round(part)
-                now = time.perf_counter()
-                whole = min(deadline, now + (now - began))
-        # the whole program's answer, else the neighbourhood's (or `start`) when it had no time left
-        final = self._run(whole, integer=True, start=incumbent)
+            final = self._run(deadline, integer=True, upper=upper if incumbent is None else upper | (incumbent > 0),
+                              start=incumbent)
+        if final is None:  # the whole program's answer, else `start`'s when it has no time left
+            final = self._run(deadline, integer=True, start=incumbent)
         if final is None:
             final = incumbent
         if final is None:
