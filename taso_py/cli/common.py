@@ -102,12 +102,12 @@ def search_option(default: str) -> Callable[[Callable], Callable]:
 
 
 def search_settings(search: str, alpha: float = 1.05, budget: int = 1000, timeout: float | None = None,
-                    seed: int = 0) -> Settings | EqsatSettings:
+                    seed: int = 0, rounds: int = EqsatSettings.rounds) -> Settings | EqsatSettings:
     """The settings that choose the search (`optimizer.optimize` dispatches on their type); `timeout`,
     when given, is either search's time bound (for eqsat, saturation and extraction together), and
     each has its own default: equality saturation is done in seconds where the α-search needs its 30."""
     if search == "eqsat":
-        return EqsatSettings() if timeout is None else EqsatSettings(timeout=timeout)
+        return EqsatSettings(rounds=rounds) if timeout is None else EqsatSettings(timeout=timeout, rounds=rounds)
     return Settings(alpha, budget, Settings.timeout if timeout is None else timeout, seed)
 
 

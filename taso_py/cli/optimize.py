@@ -31,6 +31,7 @@ from taso_py.graph.regions import diff
 from taso_py.library.store import load as load_library
 from taso_py.optimizer import Optimized, cost_model, optimize
 from taso_py.runtime import CHECK_SEEDS, Comparison, Latency, check_memory, random_feeds, settled_latency
+from taso_py.search.settings import EqsatSettings
 
 
 @click.command("optimize")
@@ -47,6 +48,9 @@ from taso_py.runtime import CHECK_SEEDS, Comparison, Latency, check_memory, rand
 @click.option("--timeout", type=click.FloatRange(min=0.0), default=None,
               help="Seconds of search (default: 30 for backtrack; 5 for eqsat, saturation and extraction "
                    "together, less operator timing; a slower CPU may need more).")
+@click.option("--rounds", type=click.IntRange(min=1), default=EqsatSettings.rounds, show_default=True,
+              help="eqsat: saturations, each of the graph the last one extracted, while one gains and the "
+                   "time left fits another (merged operators merge again only in the next).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for ties and the check's inputs.")
 @click.option("--threads", type=click.IntRange(min=0), default=0,
               help="ORT threads for measuring costs and timing the result (default: all cores).")
@@ -61,8 +65,9 @@ from taso_py.runtime import CHECK_SEEDS, Comparison, Latency, check_memory, rand
 @check_options
 @json_option
 def optimize_command(model: Path, out: Path | None, library_path: Path | None, cost: str, alpha: float, budget: int,
-                     timeout: float | None, seed: int, threads: int, speed_runs: int, min_speedup: float, search: str,
-                     input_shapes: tuple[str, ...], no_check: bool, rtol: float, atol: float, as_json: bool) -> None:
+                     timeout: float | None, rounds: int, seed: int, threads: int, speed_runs: int, min_speedup: float,
+                     search: str, input_shapes: tuple[str, ...], no_check: bool, rtol: float, atol: float,
+                     as_json: bool) -> None:
     """Find a faster equivalent of MODEL with the proved rules and write it, checked against MODEL.
 
     Example: taso optimize model.onnx -o model.taso.onnx
@@ -85,8 +90,8 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
         # eqsat's rewrites priced in context during the search too, when the result will be timed in ORT anyway
         judge = InContext(ContextTimings(threads, imported.origin, pricing, budget=JUDGE_BUDGET_SECONDS),
                           lambda text: bar.update(task, description=text)) if speed_runs and search == "eqsat" else None
-        result = optimize(imported, library, pricing, search_settings(search, alpha, budget, timeout, seed), progress,
-                          judge)
+        settings = search_settings(search, alpha, budget, timeout, seed, rounds)
+        result = optimize(imported, library, pricing, settings, progress, judge)
         written, trials, accepted = result.model, [], None
         feeds: dict[str, np.ndarray] = {}  # the timings' inputs, drawn only when there is something to time
         # regions, not rules applied: a common subexpression (two relus of one tensor), which eqsat's e-graph
