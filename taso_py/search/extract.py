@@ -8,8 +8,8 @@ classes the outputs reach once cycles are broken: tree costs tie often (a sum re
 of the tied e-nodes a graph shares decides its cost, and the two break ties in different orders.
 Exact: an integer program (HiGHS, through its own `highspy`)
 over one binary per e-node, the cost of each chosen node counted once, every chosen node's
-children chosen; under a time limit, with the best incumbent kept, the first found in the
-neighbourhood of its LP relaxation (`_Program.solve`). It runs on the e-graph with
+children chosen; under a time limit, solved in the neighbourhood of its LP relaxation, and whole
+only where that has no answer (`_Program.solve`). It runs on the e-graph with
 its cycles broken first (`break_cycles`, Tensat's cycle filtering done at extraction), so any
 answer is a graph: order variables that forbid cycles inside the program made it too hard for
 HiGHS on NasRNN's e-graph (no solution in 5 s), and cuts added per cycle found converged too
