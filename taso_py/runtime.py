@@ -199,10 +199,11 @@ def latency(original: onnx.ModelProto | str | Path, optimized: onnx.ModelProto |
     cores. At least `runs` each, and more until `min_seconds` have passed: ten runs of a model of a
     tenth of a millisecond are noise (0.94x to 1.94x, measured)."""
     sessions = [session(original, threads), session(optimized, threads)]
+    feed = dict(feeds)  # once, not in every timed run
     for s in sessions:
         for _ in range(warmup):
-            s.run(None, dict(feeds))
-    return in_turn(lambda: sessions[0].run(None, dict(feeds)), lambda: sessions[1].run(None, dict(feeds)),
+            s.run(None, feed)
+    return in_turn(lambda: sessions[0].run(None, feed), lambda: sessions[1].run(None, feed),
                    runs, min_seconds, threads or os.cpu_count() or 1)
 
 

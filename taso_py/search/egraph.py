@@ -268,8 +268,9 @@ class EGraph:
 
     def enode(self, handle: int, snap: Snapshot) -> tuple[int, ENode]:
         """The class and e-node (children as the snapshot's classes) that `handle` was made as."""
-        d = self.defs[handle]
-        return snap.class_of[handle], ENode(d.op, d.attr, tuple(snap.class_of[h] for h in d.children), d.index)
+        d, class_of = self.defs[handle], snap.class_of
+        # `map`, not a generator: `extract.ages` asks for every handle (NasRNN: 20,000)
+        return class_of[handle], ENode(d.op, d.attr, tuple(map(class_of.__getitem__, d.children)), d.index)
 
     def close(self) -> None:
         """Free egglog's e-graph now, not when the collector gets to this object: egglog frees it on

@@ -329,10 +329,10 @@ class _Saturation:
         self.merged: set[int] = set()  # handles of the nodes multi-output rules (merges) made
         self.finals: dict[int, str] = {}  # handles of a chain's last merge -> the query that made it
         self.matches = 0
-        # a match's key (rule, what decides its destination: see `_apply`) -> its instance, None where
-        # it does not hold; (key id, destination term) -> the operator's attributes and types (`_Builder`)
-        self._bound: dict[tuple, Instance | None] = {}
-        self._ids: dict[tuple, int] = {}  # each key of `_bound` as a small int, cheaper to hash in `_typed`'s keys
+        # a match's key (rule, what decides its destination: see `_apply`) -> a small int standing for
+        # the key (cheaper to hash in `_typed`'s keys) and its instance, None where it does not hold;
+        # (key's int, destination term) -> the operator's attributes and types (`_Builder`)
+        self._bound: dict[tuple, tuple[int, Instance | None]] = {}
         self._typed: dict[tuple, tuple[Any, tuple[TensorType, ...]] | None] = {}
 
     def snapshot(self) -> Snapshot:
@@ -503,13 +503,12 @@ class _Saturation:
         key = (p.rule, tuple(types(row[c]) if sort == "T" else row[c] for c, sort in zip(p.columns, p.sorts)),
                tuple(c in const for c in tensors.values()))
         if key not in self._bound:
-            self._bound[key] = self._bind(p, row, tensors, types)
-            self._ids[key] = len(self._ids)
-        inst = self._bound[key]
+            self._bound[key] = (len(self._bound), self._bind(p, row, tensors, types))
+        number, inst = self._bound[key]
         if inst is None:
             return None
         rule = self.rules[p.rule]
-        built = _Builder(eg, snap, tensors, inst, const, self._typed, self._ids[key])
+        built = _Builder(eg, snap, tensors, inst, const, self._typed, number)
         try:
             outs = [built.term(t) for t in rule.dst]
         except (Undefined, AttrError, ShapeError, KeyError):

@@ -207,14 +207,7 @@ def greedy(nodes: Mapping[int, list[ENode]], cost: Mapping[tuple[int, ENode], fl
 def ages(eg: EGraph, snap: Snapshot) -> dict[tuple[int, ENode], int]:
     """Each e-node Python made with the first handle it was made as (the input graph's come first);
     not those made after the snapshot (a rewrite whose destination turned out not to type)."""
-    class_of, defs = snap.class_of, eg.defs
-    out: dict[tuple[int, ENode], int] = {}
-    for h in sorted(defs, reverse=True):
-        c = class_of.get(h)
-        if c is not None:  # `EGraph.enode`, inlined: NasRNN has 20,000 handles
-            d = defs[h]
-            out[(c, ENode(d.op, d.attr, tuple(map(class_of.__getitem__, d.children)), d.index))] = h
-    return out
+    return {eg.enode(h, snap): h for h in sorted(eg.defs, reverse=True) if h in snap.class_of}
 
 
 def break_cycles(nodes: Mapping[int, list[ENode]], roots: list[int], age: Mapping[tuple[int, ENode], int]
