@@ -64,6 +64,11 @@ def test_optimize_suite_runs_a_substitution_block(tmp_path: Path, monkeypatch: p
     assert doc["search"] == "backtrack" and row["stopped"] in ("exhausted", "budget", "timeout")  # not eqsat's
     assert row["check"]["ok"] and row["ort_1t"]["optimized_ms"] > 0 and row["ort_2t"]["original_ms"] > 0
     assert row["written"] == (row["speed_check"]["kept"] if row["rules_applied"] else "no rewrite")
+    # what `taso optimize` hands back unchanged is the same file, 1.0x by construction, its timing kept as noise
+    assert row["same_file"] == (row["written"] != "optimized")
+    for threads in (1, 2):
+        timed = row[f"ort_{threads}t"]
+        assert (timed["speedup"] == 1.0 and timed["noise"] > 0) if row["same_file"] else "noise" not in timed
     assert row["regions"] == (sum(g["regions"] for g in row["speed_check"]["groups"]) if row["speed_check"] else 0)
     assert row["predicted_in_context"] > 0
     text = (tmp_path / "optimize_suite.md").read_text()
@@ -152,3 +157,18 @@ def test_search_compare_times_what_each_search_found_in_ort(tmp_path: Path):
             assert f"| {found['ort_speedup']:.3f}× |" in table
         else:
             assert found["ort"] is None and found["ort_speedup"] == 1.0 and "| no rewrite |" in table
+
+
+def test_optimize_suite_counts_a_model_handed_back_as_it_came_as_the_same_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    monkeypatch.setenv("TASO_CACHE_DIR", str(tmp_path / "cache"))
+    doc = json.loads(default_path().read_text())
+    doc["rules"] = []  # nothing can rewrite it
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps(doc))
+    optimize_suite.main(["--models", "parallel_matmuls", "--runs", "3", "--cost", "analytical", "--library",
+                         str(empty), "--out", str(tmp_path)])
+    (row,) = json.loads((tmp_path / "optimize_suite.json").read_text())["rows"]
+    assert row["written"] == "no rewrite" and row["same_file"]
+    assert row["ort_1t"]["speedup"] == row["ort_2t"]["speedup"] == 1.0 and row["ort_2t"]["noise"] > 0
+    assert " (same file) | 1.000x |" in capsys.readouterr().out

@@ -16,6 +16,7 @@ import click
 from taso_py.errors import InputError, TasoError
 from taso_py.graph import Graph
 from taso_py.onnx_io import OnnxModel, load_model, parse_input_shapes, save_model
+from taso_py.onnx_io.exporter import save_copy
 from taso_py.runtime import DEFAULT_RTOL, Comparison, check_equivalent
 from taso_py.search.backtracking import Settings
 from taso_py.search.settings import EqsatSettings
@@ -128,10 +129,13 @@ class CheckFailed(TasoError):
 
 
 def save_checked(original: Path, model: OnnxModel, target: Path, what: str, check: bool, rtol: float, atol: float,
-                 seed: int = 0, then: Callable[[Path], None] | None = None) -> Comparison | None:
+                 seed: int = 0, then: Callable[[Path], None] | None = None, copy: bool = False
+                 ) -> Comparison | None:
     """Write `model` to `target` atomically, but only once ORT gives it the original's outputs on
     two seeded random input sets by `runtime.check_equivalent` (unless `check` is off) and `then`,
-    given the staged file, has not raised; the comparison, or None when unchecked."""
+    given the staged file, has not raised; the comparison, or None when unchecked. With `copy`, what
+    is written is the original file's bytes (`model`, the original imported, gives the check its
+    input shapes): checked all the same, so every report says what ORT made of the written file."""
     result: list[Comparison] = []
 
     def verify(staged: Path) -> None:
@@ -145,7 +149,11 @@ def save_checked(original: Path, model: OnnxModel, target: Path, what: str, chec
         if then is not None:
             then(staged)
 
-    save_model(model, target, before_publish=verify if check or then else None)
+    publish = verify if check or then else None
+    if copy:
+        save_copy(original, target, before_publish=publish)
+    else:
+        save_model(model, target, before_publish=publish)
     return result[0] if result else None
 
 

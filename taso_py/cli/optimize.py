@@ -29,6 +29,7 @@ from taso_py.cost.context import ContextTimings
 from taso_py.cost.model import CostModel
 from taso_py.graph.regions import diff
 from taso_py.library.store import load as load_library
+from taso_py.onnx_io.reader import external_data
 from taso_py.optimizer import Optimized, cost_model, optimize
 from taso_py.runtime import CHECK_SEEDS, Comparison, Latency, check_memory, random_feeds, settled_latency
 from taso_py.search.settings import EqsatSettings
@@ -59,7 +60,7 @@ from taso_py.search.settings import EqsatSettings
                    "the result is faster (0: trust the cost model).")
 @click.option("--min-speedup", type=click.FloatRange(min=0.0), default=1.0, show_default=True,
               help="Keep the rewritten model only if ONNX Runtime runs it at least this much faster; "
-                   "otherwise write the original graph.")
+                   "otherwise write the original model as it came.")
 @search_option("eqsat")
 @input_shape_option
 @check_options
@@ -111,16 +112,18 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
         if speed[0].speedup < min_speedup:
             raise NotFaster
 
-    kept = "optimized"
+    kept, how = "optimized", "optimized"
     try:
-        if trials and not any(t.kept for t in trials):
+        if not regions or (trials and not any(t.kept for t in trials)):
             raise NotFaster
         check = save_checked(model, written, target, "optimized", not no_check, rtol, atol, seed,
                              then=faster if trials else None)
     except NotFaster:
-        kept = "original"
-        check = save_checked(model, imported, target, "re-exported", not no_check, rtol, atol, seed)
+        # nothing of the search is written: the user's file as it came, unless its weights live beside it
+        kept, how = "original", "re-exported" if external_data(model) else "unchanged"
+        check = save_checked(model, imported, target, how, not no_check, rtol, atol, seed, copy=how == "unchanged")
     report = _report(model, target, result, pricing, check, search)
+    report["written"] = how
     report["search"]["regions"] = len(regions)  # places the graph changed: rules applied miss common subexpressions
     if judge is not None:
         report["search"]["in_context"] = judge.to_json()
@@ -152,18 +155,18 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
                           f"{accepted.predicted:.3f}x", highlight=False)
             if speed:
                 t = speed[0]
-                verdict = ("" if kept == "optimized" else f"; below --min-speedup {min_speedup:g}, so the original "
-                           "graph was written instead")
+                verdict = "" if kept == "optimized" else f"; below --min-speedup {min_speedup:g}"
                 console.print(f"ONNX Runtime, {t.threads} threads, median of {t.runs} runs each: {t.original_ms:.3f} → "
                               f"{t.optimized_ms:.3f} ms ({t.speedup:.3f}x){verdict}", highlight=False)
             else:
-                console.print("ONNX Runtime ran none of the rewrites faster: the original graph was written",
-                              highlight=False)
-        console.print(f"wrote {target}", highlight=False)
+                console.print("ONNX Runtime ran none of the rewrites faster", highlight=False)
+        console.print(f"wrote {target}" + {"optimized": "", "unchanged": " (the input as it came: no rewrite kept)",
+                                           "re-exported": " (the input re-exported: no rewrite kept)"}[how],
+                      highlight=False)
 
 
 class NotFaster(Exception):
-    """ONNX Runtime does not run the rewritten model faster: the original is written instead."""
+    """Nothing to write but the original: no rewrite found, or ONNX Runtime does not run it faster."""
 
 
 def _trials_table(trials: list[Trial]) -> Table:

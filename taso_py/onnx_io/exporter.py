@@ -7,8 +7,10 @@ Opaque nodes are written back byte for byte, with only their tensor names remapp
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -236,11 +238,8 @@ def save_model(model: OnnxModel | Graph, path: str | Path, *,
     and `before_publish` (given the staged file) did not raise.
     """
     path = Path(path)
-    if not path.parent.is_dir():
-        raise InputError(f"{path.parent}: no such directory")
     data_name = path.name + ".data"
-    with tempfile.TemporaryDirectory(dir=path.parent, prefix=".taso-") as tmp:
-        staged = Path(tmp) / path.name
+    with _staging(path) as staged:
         try:
             large = _stage(model, staged, data_name)
         except (OSError, ValueError, EncodeError) as e:
@@ -249,9 +248,35 @@ def save_model(model: OnnxModel | Graph, path: str | Path, *,
         if before_publish is not None:
             before_publish(staged)
         if large:
-            os.replace(Path(tmp) / data_name, path.parent / data_name)
+            os.replace(staged.parent / data_name, path.parent / data_name)
         os.replace(staged, path)
     return path
+
+
+def save_copy(source: Path, path: str | Path, *, before_publish: Callable[[Path], None] | None = None) -> Path:
+    """The source file's bytes at `path`, published as `save_model` publishes: a model that no rewrite
+    changed goes back to its user as it came (its dynamic dimensions, names and node order kept), not
+    re-exported. The caller makes sure no external data file comes with it (`reader.external_data`)."""
+    path = Path(path)
+    with _staging(path) as staged:
+        try:
+            shutil.copyfile(source, staged)
+        except OSError as e:
+            raise InputError(f"{path}: cannot write ({first_line(e)})") from None
+        if before_publish is not None:
+            before_publish(staged)
+        os.replace(staged, path)
+    return path
+
+
+@contextmanager
+def _staging(path: Path) -> Iterator[Path]:
+    """Where to stage `path`: a file named like it in a temporary folder beside it (one file system,
+    so publishing is a rename); the folder goes, with whatever was not published, on the way out."""
+    if not path.parent.is_dir():
+        raise InputError(f"{path.parent}: no such directory")
+    with tempfile.TemporaryDirectory(dir=path.parent, prefix=".taso-") as tmp:
+        yield Path(tmp) / path.name
 
 
 def _stage(model: OnnxModel | Graph, staged: Path, data_name: str) -> bool:

@@ -20,7 +20,7 @@ from google.protobuf.message import DecodeError
 from onnx import helper, numpy_helper, shape_inference, version_converter
 
 from taso_py.errors import InputError, first_line
-from taso_py.onnx_io.scopes import node_label, outer_names
+from taso_py.onnx_io.scopes import node_label, outer_names, subgraphs
 
 log = logging.getLogger("taso_py.onnx_io")
 
@@ -56,6 +56,23 @@ def read_model(source: str | Path | onnx.ModelProto) -> tuple[onnx.ModelProto, P
     if (not model.graph.node and not model.graph.output) or not model.opset_import:
         raise InputError(f"{path}: not an ONNX model (no graph or opset)")
     return model, path
+
+
+def external_data(source: Path) -> bool:
+    """Whether any tensor of the model at `source` (subgraphs and node attributes included) keeps its
+    data in a file beside it: such a model cannot be handed back as one file's bytes."""
+    model, _ = read_model(source)
+    stack = [model.graph]
+    while stack:
+        g = stack.pop()
+        tensors = [*g.initializer, *(t for s in g.sparse_initializer for t in (s.values, s.indices))]
+        for node in g.node:
+            for a in node.attribute:
+                tensors.extend([a.t, *a.tensors])  # an unset `t` is an empty tensor, not external
+            stack.extend(subgraphs(node))
+        if any(t.data_location == onnx.TensorProto.EXTERNAL for t in tensors):
+            return True
+    return False
 
 
 def check_model(model: onnx.ModelProto) -> None:
