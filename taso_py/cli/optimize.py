@@ -112,7 +112,7 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
         if speed[0].speedup < min_speedup:
             raise NotFaster
 
-    kept, how = "optimized", "optimized"
+    how = "optimized"  # or "unchanged" (the user's file, byte for byte) or "re-exported"
     try:
         if not regions or (trials and not any(t.kept for t in trials)):
             raise NotFaster
@@ -120,13 +120,14 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
                              then=faster if trials else None)
     except NotFaster:
         # nothing of the search is written: the user's file as it came, unless its weights live beside it
-        kept, how = "original", "re-exported" if external_data(model) else "unchanged"
+        how = "re-exported" if external_data(model) else "unchanged"
         check = save_checked(model, imported, target, how, not no_check, rtol, atol, seed, copy=how == "unchanged")
     report = _report(model, target, result, pricing, check, search)
     report["written"] = how
     report["search"]["regions"] = len(regions)  # places the graph changed: rules applied miss common subexpressions
     if judge is not None:
         report["search"]["in_context"] = judge.to_json()
+    kept = "optimized" if how == "optimized" else "original"
     report["speed"] = ({**(speed[0].to_json() if speed else {}), "kept": kept,
                         "predicted_in_context": round(accepted.predicted, 4), "groups": [t.to_json() for t in trials]}
                        if accepted is not None and trials else None)
@@ -157,7 +158,8 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
                 t = speed[0]
                 verdict = "" if kept == "optimized" else f"; below --min-speedup {min_speedup:g}"
                 console.print(f"ONNX Runtime, {t.threads} threads, median of {t.runs} runs each: {t.original_ms:.3f} → "
-                              f"{t.optimized_ms:.3f} ms ({t.speedup:.3f}x){verdict}", highlight=False)
+                              f"{t.optimized_ms:.3f} ms ({t.speedup:.3f}x, the median pair's ratio){verdict}",
+                              highlight=False)
             else:
                 console.print("ONNX Runtime ran none of the rewrites faster", highlight=False)
         console.print(f"wrote {target}" + {"optimized": "", "unchanged": " (the input as it came: no rewrite kept)",
