@@ -29,7 +29,6 @@ from taso_py.cost.context import ContextTimings
 from taso_py.cost.model import CostModel
 from taso_py.graph.regions import diff
 from taso_py.library.store import load as load_library
-from taso_py.onnx_io.reader import external_data
 from taso_py.optimizer import Optimized, cost_model, optimize
 from taso_py.runtime import CHECK_SEEDS, Comparison, Latency, check_memory, random_feeds, settled_latency
 from taso_py.search.settings import EqsatSettings
@@ -120,7 +119,7 @@ def optimize_command(model: Path, out: Path | None, library_path: Path | None, c
                              then=faster if trials else None)
     except NotFaster:
         # nothing of the search is written: the user's file as it came, unless its weights live beside it
-        how = "re-exported" if external_data(model) else "unchanged"
+        how = "re-exported" if imported.origin.external_data else "unchanged"
         check = save_checked(model, imported, target, how, not no_check, rtol, atol, seed, copy=how == "unchanged")
     report = _report(model, target, result, pricing, check, search)
     report["written"] = how

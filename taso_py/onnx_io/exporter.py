@@ -256,7 +256,7 @@ def save_model(model: OnnxModel | Graph, path: str | Path, *,
 def save_copy(source: Path, path: str | Path, *, before_publish: Callable[[Path], None] | None = None) -> Path:
     """The source file's bytes at `path`, published as `save_model` publishes: a model that no rewrite
     changed goes back to its user as it came (its dynamic dimensions, names and node order kept), not
-    re-exported. The caller makes sure no external data file comes with it (`reader.external_data`)."""
+    re-exported. The caller makes sure no external data file comes with it (`OnnxOrigin.external_data`)."""
     path = Path(path)
     with _staging(path) as staged:
         try:

@@ -54,7 +54,7 @@ def load_model(source: str | Path | onnx.ModelProto,
         raise InputError(f"the model holds a name or string that is not UTF-8 ({e.reason} at byte {e.start}): "
                          "a damaged file?") from None
     path = prepared.path
-    origin = _origin(prepared.skeleton, translator.names)
+    origin = _origin(prepared.skeleton, translator.names, prepared.external)
     return OnnxModel(graph, origin, str(path) if path else None, translator.notes)
 
 
@@ -82,13 +82,13 @@ def type_of(value: onnx.ValueInfoProto | onnx.TypeProto) -> TensorType:
     return TensorType(shape, dtype)
 
 
-def _origin(model: onnx.ModelProto, names: frozenset[str]) -> OnnxOrigin:
+def _origin(model: onnx.ModelProto, names: frozenset[str], external: bool) -> OnnxOrigin:
     return OnnxOrigin(
         opsets={o.domain if o.domain != "ai.onnx" else "": o.version for o in model.opset_import},
         ir_version=model.ir_version, producer_name=model.producer_name,
         producer_version=model.producer_version, domain=model.domain, model_version=model.model_version,
         doc_string=model.doc_string, metadata={p.key: p.value for p in model.metadata_props},
-        functions=tuple(f.SerializeToString() for f in model.functions), names=names,
+        functions=tuple(f.SerializeToString() for f in model.functions), names=names, external_data=external,
     )
 
 

@@ -23,6 +23,7 @@ class OnnxOrigin:
     metadata: dict[str, str] = field(default_factory=dict)
     functions: tuple[bytes, ...] = ()  # serialized FunctionProtos, for opaque nodes that call them
     names: frozenset[str] = frozenset()  # every tensor name of the source model: made-up names avoid them
+    external_data: bool = False  # the source kept tensors in files beside it: its bytes alone are not the model
 
 
 @dataclass

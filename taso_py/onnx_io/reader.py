@@ -58,9 +58,9 @@ def read_model(source: str | Path | onnx.ModelProto) -> tuple[onnx.ModelProto, P
     return model, path
 
 
-def external_data(source: Path) -> bool:
-    """Whether any tensor of the model at `source` (subgraphs and node attributes included) keeps its
-    data in a file beside it: such a model cannot be handed back as one file's bytes."""
+def external_data(source: str | Path | onnx.ModelProto) -> bool:
+    """Whether any tensor of the model (subgraphs and node attributes included) keeps its data in a
+    file beside it: such a model cannot be handed back as one file's bytes."""
     model, _ = read_model(source)
     stack = [model.graph]
     while stack:
@@ -204,6 +204,7 @@ class Prepared:
     skeleton: onnx.ModelProto  # nodes as read: shape inference does not annotate their subgraphs
     weights: dict[str, np.ndarray]
     path: Path | None
+    external: bool = False  # some tensor's data was in a file beside the model (`external_data`)
     inferred: onnx.ModelProto | None = None  # the skeleton after shape inference: its value types
 
     def real_inputs(self) -> list[onnx.ValueInfoProto]:
@@ -265,11 +266,12 @@ def prepare(source: str | Path | onnx.ModelProto, input_shapes: Mapping[str, Seq
     model, path = read_model(source)
     check_names(model.graph)
     check_opset(model)
+    external = external_data(model)  # of the model as read: the upgrade makes a new proto
     if default_opset(model) < MIN_OPSET:
         model = upgrade(model)
     skeleton, weights = split_weights(model, path)
     check_model(skeleton)
-    prepared = Prepared(skeleton, weights, path)
+    prepared = Prepared(skeleton, weights, path, external)
     fix_input_shapes(prepared.real_inputs(), input_shapes or {})
     prepared.inferred = infer_shapes(skeleton)
     return prepared
