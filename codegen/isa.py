@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from taso_py import host as host_machine
 
@@ -82,22 +80,6 @@ def _detected_level() -> str:
     return "sse"
 
 
-def _cache_size(level: int, kind: str) -> int | None:
-    """Bytes of the cache at `level` (Data or Unified) seen by CPU 0, from sysfs."""
-    root = Path("/sys/devices/system/cpu/cpu0/cache")
-    for d in sorted(root.glob("index*")) if root.is_dir() else []:
-        try:
-            if int((d / "level").read_text()) != level or (d / "type").read_text().strip() not in kind:
-                continue
-            size = (d / "size").read_text().strip().upper()
-        except (OSError, ValueError):
-            continue
-        m = re.fullmatch(r"(\d+)([KMG]?)", size)
-        if m:
-            return int(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m.group(2)]
-    return None
-
-
 @functools.cache
 def host() -> Isa:
     """The host CPU (see the module doc for TASO_ISA)."""
@@ -112,5 +94,6 @@ def host() -> Isa:
             from taso_py.codegen.errors import CodegenError
             raise CodegenError(f"TASO_ISA={asked}: this CPU ({model}) only has {level}")
         level = asked
-    return Isa(level, model, _cache_size(1, "Data Unified") or 32 << 10, _cache_size(2, "Unified") or 1 << 20,
-               _cache_size(3, "Unified") or 8 << 20)
+    cache = host_machine.cache_bytes
+    return Isa(level, model, cache(1, "Data Unified") or 32 << 10, cache(2, "Unified") or 1 << 20,
+               cache(3, "Unified") or 8 << 20)

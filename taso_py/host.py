@@ -53,3 +53,19 @@ def parse(cpuinfo: str) -> Cpu:
 
     return Cpu(field("model name") or platform.machine(), field("cpu family"), field("model"),
                frozenset(field("flags").split()))
+
+
+def cache_bytes(level: int, kind: str) -> int | None:
+    """Bytes of the cache at `level` (Data or Unified) seen by CPU 0, from sysfs."""
+    root = Path("/sys/devices/system/cpu/cpu0/cache")
+    for d in sorted(root.glob("index*")) if root.is_dir() else []:
+        try:
+            if int((d / "level").read_text()) != level or (d / "type").read_text().strip() not in kind:
+                continue
+            size = (d / "size").read_text().strip().upper()
+        except (OSError, ValueError):
+            continue
+        m = re.fullmatch(r"(\d+)([KMG]?)", size)
+        if m:
+            return int(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m.group(2)]
+    return None

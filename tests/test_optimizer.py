@@ -599,6 +599,46 @@ def test_an_operator_of_a_scalar_input_is_timed(tmp_path: Path):
     assert Measured(1, None, tmp_path / "costs.json").cost(call) > 0
 
 
+def _matmul_call(rows: int, k: int, n: int) -> OpCall:
+    mm = ops.get("matmul")
+    a, w, y = (TensorType(s, DType.FLOAT32) for s in ((rows, k), (k, n), (rows, n)))
+    return OpCall(mm, mm.make_attrs(), (a, w), (y,), (False, True))
+
+
+def test_an_operator_with_weights_is_timed_as_copies_that_overflow_l2(monkeypatch):
+    """In a model an operator's weights come from beyond L2 (the other operators' weights passed
+    through it); timed alone, weights that fit stay there. NasRNN's 1 MiB gate matrices, with 2 MiB
+    of L2 on each of 2 cores: 8 copies make 8 MiB, twice the L2 caches. Few weights (under
+    COLD_BYTES), and weights that overflow L2 alone, are timed as one node; never more than
+    MAX_COPIES."""
+    from taso_py.cost import measured
+
+    monkeypatch.setattr(measured.host, "cache_bytes", lambda level, kind: 2 << 20)
+    monkeypatch.setattr(measured.os, "cpu_count", lambda: 2)
+    assert measured.copies(_matmul_call(1, 512, 512)) == 8
+    assert measured.copies(_matmul_call(1, 512, 4096)) == 1
+    assert measured.copies(_matmul_call(1, 64, 64)) == 1  # 16 KiB of weights
+    assert measured.copies(_matmul_call(1, 128, 128)) == measured.MAX_COPIES  # 64 KiB
+    x = TensorType((1, 512), DType.FLOAT32)
+    assert measured.copies(OpCall(ops.get("add"), ops.get("add").make_attrs(), (x, x), (x,), (False, False))) == 1
+
+
+def test_copies_of_an_operator_share_its_inputs_and_each_has_its_weights(tmp_path: Path, monkeypatch):
+    """The model of n copies: one input fed once, n weight matrices of their own (ORT would read one
+    shared matrix from L2 again), n outputs kept; its time less ORT's fixed cost, over n, is the cost."""
+    from taso_py.cost import measured
+
+    model, feeds = measured._single(_matmul_call(1, 512, 512), None, 3)
+    assert [i.name for i in model.graph.input] == list(feeds) == ["x0"]
+    weights = [numpy_helper.to_array(t) for t in model.graph.initializer]
+    assert len(weights) == 3 and not np.array_equal(weights[0], weights[1])
+    assert [n.op_type for n in model.graph.node] == ["MatMul"] * 3 and len(model.graph.output) == 3
+    monkeypatch.setattr(measured, "copies", lambda call: 4)
+    monkeypatch.setattr(measured.Measured, "overhead", 0.01)
+    monkeypatch.setattr(measured.Measured, "_time", lambda self, model, feeds: 0.01 + 0.05 * len(model.graph.node))
+    assert measured.Measured(1, None, tmp_path / "costs.json").cost(_matmul_call(1, 512, 512)) == pytest.approx(0.05)
+
+
 def test_a_search_gets_the_rules_that_can_match_in_its_graph():
     """Rules whose source needs an operator the graph lacks never match, unless a rule that can
     match writes that operator: a split of a concat only after a merge made them."""
