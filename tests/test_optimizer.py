@@ -608,19 +608,19 @@ def _matmul_call(rows: int, k: int, n: int) -> OpCall:
 def test_an_operator_with_weights_is_timed_as_copies_that_overflow_l2(monkeypatch):
     """In a model an operator's weights come from beyond L2 (the other operators' weights passed
     through it); timed alone, weights that fit stay there. NasRNN's 1 MiB gate matrices, with 2 MiB
-    of L2 on each of 2 cores: 8 copies make 8 MiB, twice the L2 caches. Few weights (under
+    of L2 on each of the 2 cores timed on: 8 copies make 8 MiB, twice the L2 caches. Few weights (under
     COLD_BYTES), and weights that overflow L2 alone, are timed as one node; never more than
     MAX_COPIES."""
     from taso_py.cost import measured
 
     monkeypatch.setattr(measured.host, "cache_bytes", lambda level, kind: 2 << 20)
-    monkeypatch.setattr(measured.os, "cpu_count", lambda: 2)
-    assert measured.copies(_matmul_call(1, 512, 512)) == 8
-    assert measured.copies(_matmul_call(1, 512, 4096)) == 1
-    assert measured.copies(_matmul_call(1, 64, 64)) == 1  # 16 KiB of weights
-    assert measured.copies(_matmul_call(1, 128, 128)) == measured.MAX_COPIES  # 64 KiB
+    assert measured.copies(_matmul_call(1, 512, 512), 2) == 8
+    assert measured.copies(_matmul_call(1, 512, 512), 1) == 4  # one core's L2
+    assert measured.copies(_matmul_call(1, 512, 4096), 2) == 1
+    assert measured.copies(_matmul_call(1, 64, 64), 2) == 1  # 16 KiB of weights
+    assert measured.copies(_matmul_call(1, 128, 128), 2) == measured.MAX_COPIES  # 64 KiB
     x = TensorType((1, 512), DType.FLOAT32)
-    assert measured.copies(OpCall(ops.get("add"), ops.get("add").make_attrs(), (x, x), (x,), (False, False))) == 1
+    assert measured.copies(OpCall(ops.get("add"), ops.get("add").make_attrs(), (x, x), (x,), (False, False)), 2) == 1
 
 
 def test_copies_of_an_operator_share_its_inputs_and_each_has_its_weights(tmp_path: Path, monkeypatch):
@@ -633,7 +633,7 @@ def test_copies_of_an_operator_share_its_inputs_and_each_has_its_weights(tmp_pat
     weights = [numpy_helper.to_array(t) for t in model.graph.initializer]
     assert len(weights) == 3 and not np.array_equal(weights[0], weights[1])
     assert [n.op_type for n in model.graph.node] == ["MatMul"] * 3 and len(model.graph.output) == 3
-    monkeypatch.setattr(measured, "copies", lambda call: 4)
+    monkeypatch.setattr(measured, "copies", lambda call, threads: 4)
     monkeypatch.setattr(measured.Measured, "overhead", 0.01)
     monkeypatch.setattr(measured.Measured, "_time", lambda self, model, feeds: 0.01 + 0.05 * len(model.graph.node))
     assert measured.Measured(1, None, tmp_path / "costs.json").cost(_matmul_call(1, 512, 512)) == pytest.approx(0.05)

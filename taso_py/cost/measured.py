@@ -90,7 +90,7 @@ class Measured:
             return Roofline().cost(call)
         if key not in self.times:
             started = time.perf_counter()
-            n = copies(call)
+            n = copies(call, self.threads)
             self.times[key] = max((self._time(*_single(call, self.opset, n)) - self.overhead) / n, FLOOR_MS)
             self.seconds += time.perf_counter() - started
             self.measured += 1
@@ -148,13 +148,13 @@ def _origin(opset: int | None) -> OnnxOrigin:
     return OnnxOrigin() if opset is None else OnnxOrigin(opsets={"": opset})
 
 
-def copies(call: OpCall) -> int:
-    """How many nodes of `call`, each with weights of its own, overflow the L2 caches of the cores
-    (twice over); one where the weights are few (see the module doc)."""
+def copies(call: OpCall, threads: int) -> int:
+    """How many nodes of `call`, each with weights of its own, overflow twice over the L2 caches of
+    the cores `threads` run on; one where the weights are few (see the module doc)."""
     weights = sum(t.size * t.dtype.numpy.itemsize for t, const in zip(call.inputs, call.constant) if const)
     if weights < COLD_BYTES:
         return 1
-    l2 = (host.cache_bytes(2, "Unified") or 1 << 20) * (os.cpu_count() or 1)
+    l2 = (host.cache_bytes(2, "Unified") or 1 << 20) * threads
     return max(1, min(MAX_COPIES, -(-2 * l2 // weights)))
 
 
