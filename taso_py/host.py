@@ -55,8 +55,10 @@ def parse(cpuinfo: str) -> Cpu:
                frozenset(field("flags").split()))
 
 
+@functools.cache
 def cache_bytes(level: int, kind: str) -> int | None:
-    """Bytes of the cache at `level` (Data or Unified) seen by CPU 0, from sysfs."""
+    """Bytes of the cache at `level` (Data or Unified) seen by CPU 0, from sysfs; read once, as the
+    measured cost model asks for L2 at every operator it times."""
     root = Path("/sys/devices/system/cpu/cpu0/cache")
     for d in sorted(root.glob("index*")) if root.is_dir() else []:
         try:
